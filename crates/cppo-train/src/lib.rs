@@ -1,1 +1,4 @@
-//! Training.
+//! The cppo trainer.
+
+pub mod optim;
+pub mod schedule;

@@ -1,0 +1,272 @@
+//! AdamW over flat f32 buffers, updated in place.
+//!
+//! candle's own AdamW keeps private state that cannot be saved, allocates a new tensor per parameter per
+//! step and walks the parameters several times. Here the moments are plain `Vec<f32>` that a checkpoint can
+//! write, gradients are accumulated into flat buffers across micro-batches, and one fused pass per parameter
+//! applies clipping, decoupled weight decay and the Adam update directly into the variable's storage.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::backprop::GradStore;
+use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor, Var};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdamWConfig {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Global gradient-norm clipping; `None` or a non-positive value disables it.
+    pub max_grad_norm: Option<f64>,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        AdamWConfig { beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0.1, max_grad_norm: Some(1.0) }
+    }
+}
+
+/// Gradients summed over the micro-batches of one step, one flat buffer per trainable variable.
+pub struct GradAccumulator {
+    bufs: Vec<Vec<f32>>,
+}
+
+impl GradAccumulator {
+    pub fn new(vars: &[(String, Var)]) -> Self {
+        GradAccumulator { bufs: vars.iter().map(|(_, v)| vec![0f32; v.elem_count()]).collect() }
+    }
+
+    pub fn zero(&mut self) {
+        self.bufs.par_iter_mut().for_each(|b| b.iter_mut().for_each(|x| *x = 0.0));
+    }
+
+    /// Adds the gradients of one backward pass. A variable the loss did not reach contributes zero.
+    pub fn add(&mut self, vars: &[(String, Var)], grads: &GradStore) -> Result<()> {
+        for ((name, var), buf) in vars.iter().zip(self.bufs.iter_mut()) {
+            let Some(g) = grads.get(var.as_tensor()) else { continue };
+            let g = g.to_dtype(DType::F32)?;
+            with_f32_slice(&g, |src| {
+                if src.len() != buf.len() {
+                    bail!("gradient of {name} has {} elements, expected {}", src.len(), buf.len());
+                }
+                buf.par_chunks_mut(1 << 16)
+                    .zip(src.par_chunks(1 << 16))
+                    .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, s)| *d += *s));
+                Ok(())
+            })
+            .with_context(|| format!("accumulating the gradient of {name}"))?;
+        }
+        Ok(())
+    }
+
+    pub fn norm(&self) -> f64 {
+        self.bufs
+            .par_iter()
+            .map(|b| b.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>())
+            .sum::<f64>()
+            .sqrt()
+    }
+
+    /// Multiplies every gradient by `s` (used to average over accumulation steps when the loss was not
+    /// already normalised over the whole batch).
+    pub fn scale(&mut self, s: f32) {
+        self.bufs.par_iter_mut().for_each(|b| b.iter_mut().for_each(|x| *x *= s));
+    }
+
+    pub fn buffers(&self) -> &[Vec<f32>] {
+        &self.bufs
+    }
+}
+
+/// Calls `f` with the contiguous f32 data of a CPU tensor, copying only if the layout demands it.
+fn with_f32_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+    let t = if t.is_contiguous() { t.clone() } else { t.contiguous()? };
+    if !t.device().is_cpu() {
+        let v = t.flatten_all()?.to_vec1::<f32>()?;
+        return f(&v);
+    }
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(CpuStorage::F32(data)) = &*storage else {
+        bail!("expected f32 CPU storage, got {:?}", t.dtype());
+    };
+    let (start, end) = layout.contiguous_offsets().context("non-contiguous layout")?;
+    f(&data[start..end])
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct StepReport {
+    /// The global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// The factor gradients were multiplied by (1.0 when no clipping happened).
+    pub clip_coef: f64,
+}
+
+pub struct AdamW {
+    pub config: AdamWConfig,
+    /// Adam steps taken so far (bias correction uses it).
+    pub step: u64,
+    m: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    names: Vec<String>,
+    decay: Vec<bool>,
+}
+
+impl AdamW {
+    /// Weight decay is applied to matrices only, not to norm weights and biases (the Hugging Face
+    /// Trainer's convention, which TRL inherits).
+    pub fn new(vars: &[(String, Var)], config: AdamWConfig) -> Self {
+        AdamW {
+            config,
+            step: 0,
+            m: vars.iter().map(|(_, v)| vec![0f32; v.elem_count()]).collect(),
+            v: vars.iter().map(|(_, v)| vec![0f32; v.elem_count()]).collect(),
+            names: vars.iter().map(|(n, _)| n.clone()).collect(),
+            decay: vars.iter().map(|(_, v)| v.rank() >= 2).collect(),
+        }
+    }
+
+    /// One update with learning rate `lr` from the accumulated gradients.
+    pub fn step(&mut self, vars: &[(String, Var)], grads: &GradAccumulator, lr: f64) -> Result<StepReport> {
+        if vars.len() != self.m.len() {
+            bail!("optimizer holds state for {} variables, got {}", self.m.len(), vars.len());
+        }
+        let grad_norm = grads.norm();
+        if !grad_norm.is_finite() {
+            bail!("gradient norm is {grad_norm}: refusing to update the weights");
+        }
+        let clip_coef = match self.config.max_grad_norm {
+            Some(max) if max > 0.0 && grad_norm > max => max / (grad_norm + 1e-6),
+            _ => 1.0,
+        };
+        self.step += 1;
+        let c = &self.config;
+        let bc1 = 1.0 - c.beta1.powi(self.step as i32);
+        let bc2 = 1.0 - c.beta2.powi(self.step as i32);
+        for (i, (name, var)) in vars.iter().enumerate() {
+            let op = AdamUpdate {
+                grad: &grads.bufs[i],
+                m: RefCell::new(&mut self.m[i]),
+                v: RefCell::new(&mut self.v[i]),
+                lr: lr as f32,
+                beta1: c.beta1 as f32,
+                beta2: c.beta2 as f32,
+                eps: c.eps as f32,
+                decay: if self.decay[i] { (lr * c.weight_decay) as f32 } else { 0.0 },
+                clip: clip_coef as f32,
+                bc1: bc1 as f32,
+                bc2_sqrt: bc2.sqrt() as f32,
+            };
+            if var.device().is_cpu() {
+                var.as_tensor().inplace_op1(&op).with_context(|| format!("updating {name}"))?;
+            } else {
+                let mut p = var.as_tensor().flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+                op.apply(&mut p);
+                let t = Tensor::from_vec(p, var.shape(), var.device())?.to_dtype(var.dtype())?;
+                var.set(&t)?;
+            }
+        }
+        Ok(StepReport { grad_norm, clip_coef })
+    }
+
+    /// Writes the moments and the step counter (safetensors + JSON), atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut tensors = HashMap::new();
+        for (i, name) in self.names.iter().enumerate() {
+            tensors.insert(format!("m.{name}"), Tensor::from_slice(&self.m[i], self.m[i].len(), &Device::Cpu)?);
+            tensors.insert(format!("v.{name}"), Tensor::from_slice(&self.v[i], self.v[i].len(), &Device::Cpu)?);
+        }
+        tensors.insert("step".to_string(), Tensor::new(&[self.step as f64], &Device::Cpu)?);
+        let tmp = path.with_extension("tmp");
+        candle_core::safetensors::save(&tensors, &tmp)?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))?;
+        Ok(())
+    }
+
+    /// Restores what [`AdamW::save`] wrote; the variables must be the same ones, in the same order.
+    pub fn load(&mut self, path: &Path) -> Result<()> {
+        let tensors = candle_core::safetensors::load(path, &Device::Cpu)
+            .with_context(|| format!("reading optimizer state {}", path.display()))?;
+        let get = |key: &str, len: usize| -> Result<Vec<f32>> {
+            let t = tensors.get(key).with_context(|| format!("{}: missing tensor `{key}`", path.display()))?;
+            let v = t.to_vec1::<f32>()?;
+            if v.len() != len {
+                bail!("{}: `{key}` has {} elements, the model has {len}", path.display(), v.len());
+            }
+            Ok(v)
+        };
+        for i in 0..self.names.len() {
+            let len = self.m[i].len();
+            self.m[i] = get(&format!("m.{}", self.names[i]), len)?;
+            self.v[i] = get(&format!("v.{}", self.names[i]), len)?;
+        }
+        let step = tensors.get("step").with_context(|| format!("{}: missing `step`", path.display()))?;
+        self.step = step.to_vec1::<f64>()?[0] as u64;
+        Ok(())
+    }
+}
+
+struct AdamUpdate<'a> {
+    grad: &'a [f32],
+    m: RefCell<&'a mut Vec<f32>>,
+    v: RefCell<&'a mut Vec<f32>>,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    decay: f32,
+    clip: f32,
+    bc1: f32,
+    bc2_sqrt: f32,
+}
+
+impl AdamUpdate<'_> {
+    fn apply(&self, p: &mut [f32]) {
+        let mut m = self.m.borrow_mut();
+        let mut v = self.v.borrow_mut();
+        let (m, v): (&mut [f32], &mut [f32]) = (&mut m[..], &mut v[..]);
+        let step = self.lr / self.bc1;
+        let (b1, b2, eps, decay, clip, bc2_sqrt) =
+            (self.beta1, self.beta2, self.eps, self.decay, self.clip, self.bc2_sqrt);
+        const CHUNK: usize = 1 << 14;
+        p.par_chunks_mut(CHUNK)
+            .zip(m.par_chunks_mut(CHUNK))
+            .zip(v.par_chunks_mut(CHUNK))
+            .zip(self.grad.par_chunks(CHUNK))
+            .for_each(|(((p, m), v), g)| {
+                for j in 0..p.len() {
+                    let g = g[j] * clip;
+                    m[j] = b1 * m[j] + (1.0 - b1) * g;
+                    v[j] = b2 * v[j] + (1.0 - b2) * g * g;
+                    let denom = v[j].sqrt() / bc2_sqrt + eps;
+                    p[j] = p[j] * (1.0 - decay) - step * m[j] / denom;
+                }
+            });
+    }
+}
+
+impl InplaceOp1 for AdamUpdate<'_> {
+    fn name(&self) -> &'static str {
+        "adamw-update"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("adamw: parameters must be f32 on CPU");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("adamw: parameter is not contiguous");
+        };
+        let p = &mut data[start..end];
+        if p.len() != self.grad.len() {
+            candle_core::bail!("adamw: {} parameters but {} gradients", p.len(), self.grad.len());
+        }
+        self.apply(p);
+        Ok(())
+    }
+}
