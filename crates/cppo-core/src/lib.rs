@@ -1,6 +1,23 @@
 //! The pure algorithmic core of cppo. Nothing here depends on a tensor library, so it compiles and tests
 //! in seconds and every rule can be checked against brute force.
+//!
+//! - [`advantage`]: per-group advantages (GRPO, Dr.GRPO, RLOO, REINFORCE++);
+//! - [`select`]: which completions reach the update (all, CPPO, PODS, ablations, DAPO filter);
+//! - [`allocate`]: how many questions to sample so the kept completions fill the update;
+//! - [`loss`]: the per-completion weight of each token in the batch loss.
 
+pub mod advantage;
+pub mod allocate;
+pub mod error;
+pub mod loss;
 pub mod problem;
+pub mod select;
 
+pub use advantage::{Estimator, StdKind};
+pub use allocate::{capacity_for_base, plan, plan_pruned, Plan};
+pub use error::{Error, MAX_ABS_REWARD};
+pub use loss::Aggregation;
 pub use problem::{Problem, Task};
+pub use select::{
+    drop_uniform, KeptGroup, Selection, SelectionConfig, Strategy, Totals, UniformFilter,
+};

@@ -1,0 +1,346 @@
+//! Group advantages: from the rewards of each question's completions to one advantage per completion.
+//!
+//! Every estimator that uses a group baseline gives exactly 0 to every completion of a group whose rewards
+//! are all equal (a group of one included), and no estimator ever returns NaN for valid rewards. Rewards
+//! must be finite with |r| <= [`MAX_ABS_REWARD`]; anything else is an error.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, MAX_ABS_REWARD};
+
+/// The divisor of a standard deviation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StdKind {
+    /// Divide by n.
+    Population,
+    /// Divide by n - 1 (what `torch.std` does by default, hence what the CPPO and TRL code use).
+    #[default]
+    Bessel,
+}
+
+/// How a completion's advantage is computed from the rewards. Deserialises from a table whose `kind` is
+/// the kebab-case name, e.g. `{ kind = "grpo", std = "bessel", eps = 1e-4 }`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Estimator {
+    /// GRPO: A_i = (r_i - mean) / (std + eps), mean and std over the group.
+    Grpo {
+        #[serde(default)]
+        std: StdKind,
+        #[serde(default = "default_grpo_eps")]
+        eps: f64,
+    },
+    /// Dr.GRPO: centring only, A_i = r_i - mean.
+    DrGrpo,
+    /// RLOO: A_i = r_i - (mean of the other G - 1 rewards); needs G >= 2.
+    Rloo,
+    /// REINFORCE++ (no group baseline): A_i = (r_i - batch mean) / (batch std + eps), over every completion
+    /// of the batch. A group of equal rewards gets 0 only if the whole batch is equal.
+    ReinforcePlusPlus {
+        #[serde(default = "population")]
+        std: StdKind,
+        #[serde(default = "default_reinforce_eps")]
+        eps: f64,
+    },
+    /// REINFORCE++-baseline: c_i = r_i - group mean, then A_i = c_i / (std_batch(c) + eps), the std taken
+    /// over every centred reward of the batch about their mean, which is exactly 0.
+    ReinforcePlusPlusBaseline {
+        #[serde(default = "population")]
+        std: StdKind,
+        #[serde(default = "default_reinforce_eps")]
+        eps: f64,
+    },
+}
+
+/// The CPPO code adds 1e-4 to the group std.
+pub const DEFAULT_GRPO_EPS: f64 = 1e-4;
+/// OpenRLHF's REINFORCE++ whitening uses 1e-8.
+pub const DEFAULT_REINFORCE_EPS: f64 = 1e-8;
+
+fn default_grpo_eps() -> f64 {
+    DEFAULT_GRPO_EPS
+}
+fn default_reinforce_eps() -> f64 {
+    DEFAULT_REINFORCE_EPS
+}
+fn population() -> StdKind {
+    StdKind::Population
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Estimator::Grpo {
+            std: StdKind::Bessel,
+            eps: DEFAULT_GRPO_EPS,
+        }
+    }
+}
+
+impl Estimator {
+    /// The kebab-case name used in configs and error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Estimator::Grpo { .. } => "grpo",
+            Estimator::DrGrpo => "dr-grpo",
+            Estimator::Rloo => "rloo",
+            Estimator::ReinforcePlusPlus { .. } => "reinforce-plus-plus",
+            Estimator::ReinforcePlusPlusBaseline { .. } => "reinforce-plus-plus-baseline",
+        }
+    }
+
+    /// Checks the parameters alone (no rewards needed).
+    pub fn validate(&self) -> Result<(), Error> {
+        match *self {
+            Estimator::Grpo { eps, .. }
+            | Estimator::ReinforcePlusPlus { eps, .. }
+            | Estimator::ReinforcePlusPlusBaseline { eps, .. } => {
+                if eps.is_finite() && eps >= 0.0 {
+                    Ok(())
+                } else {
+                    Err(Error::BadEps(eps))
+                }
+            }
+            Estimator::DrGrpo | Estimator::Rloo => Ok(()),
+        }
+    }
+
+    /// One advantage per reward, shaped like `groups`. Batch-level estimators (the REINFORCE++ pair) treat
+    /// `groups` as the whole batch.
+    pub fn advantages(&self, groups: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, Error> {
+        self.validate()?;
+        check_rewards(groups)?;
+        Ok(match *self {
+            Estimator::Grpo { std, eps } => groups
+                .iter()
+                .map(|g| {
+                    let mut a = centred(g, mean(g));
+                    standardise(&mut a, divisor(g.len(), std), eps);
+                    a
+                })
+                .collect(),
+            Estimator::DrGrpo => groups.iter().map(|g| centred(g, mean(g))).collect(),
+            Estimator::Rloo => {
+                if let Some((group, g)) = groups.iter().enumerate().find(|(_, g)| g.len() < 2) {
+                    return Err(Error::GroupTooSmall {
+                        estimator: self.name(),
+                        group,
+                        size: g.len(),
+                        min: 2,
+                    });
+                }
+                groups.iter().map(|g| leave_one_out(g)).collect()
+            }
+            Estimator::ReinforcePlusPlus { std, eps } => {
+                let flat: Vec<f64> = groups.iter().flatten().copied().collect();
+                let mut a = centred(&flat, mean(&flat));
+                standardise(&mut a, divisor(flat.len(), std), eps);
+                reshape(&a, groups)
+            }
+            Estimator::ReinforcePlusPlusBaseline { std, eps } => {
+                let mut a: Vec<f64> = groups.iter().flat_map(|g| centred(g, mean(g))).collect();
+                let d = divisor(a.len(), std);
+                standardise(&mut a, d, eps);
+                reshape(&a, groups)
+            }
+        })
+    }
+}
+
+/// Rejects empty groups and non-finite or absurdly large rewards, naming the first offender.
+pub fn check_rewards(groups: &[Vec<f64>]) -> Result<(), Error> {
+    for (group, g) in groups.iter().enumerate() {
+        if g.is_empty() {
+            return Err(Error::EmptyGroup { group });
+        }
+        if let Some((index, &value)) = g
+            .iter()
+            .enumerate()
+            .find(|(_, r)| !(r.is_finite() && r.abs() <= MAX_ABS_REWARD))
+        {
+            return Err(Error::BadReward {
+                group,
+                index,
+                value,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+fn all_equal(xs: &[f64]) -> bool {
+    xs.iter().all(|&x| x == xs[0])
+}
+
+/// `x - centre`, except that equal values give exact zeros: the rounded mean of equal values can differ
+/// from them by an ulp, and a uniform group must carry no signal at all.
+fn centred(xs: &[f64], centre: f64) -> Vec<f64> {
+    if xs.is_empty() || all_equal(xs) {
+        return vec![0.0; xs.len()];
+    }
+    xs.iter().map(|&x| x - centre).collect()
+}
+
+fn divisor(n: usize, std: StdKind) -> f64 {
+    match std {
+        StdKind::Population => n as f64,
+        StdKind::Bessel => n.saturating_sub(1) as f64,
+    }
+}
+
+/// Divides values already centred on 0 by (std + eps). The std is computed on values scaled by their
+/// largest magnitude so that tiny spreads cannot underflow to a zero std (and a division by zero).
+fn standardise(c: &mut [f64], divisor: f64, eps: f64) {
+    let scale = c.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    if scale == 0.0 || divisor <= 0.0 {
+        c.iter_mut().for_each(|x| *x = 0.0);
+        return;
+    }
+    c.iter_mut().for_each(|x| *x /= scale);
+    let std = (c.iter().map(|x| x * x).sum::<f64>() / divisor).sqrt();
+    let denom = std + eps / scale;
+    c.iter_mut().for_each(|x| *x /= denom);
+}
+
+fn leave_one_out(g: &[f64]) -> Vec<f64> {
+    if all_equal(g) {
+        return vec![0.0; g.len()];
+    }
+    let total: f64 = g.iter().sum();
+    let others = (g.len() - 1) as f64;
+    g.iter().map(|&r| r - (total - r) / others).collect()
+}
+
+fn reshape(flat: &[f64], like: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let mut rest = flat;
+    like.iter()
+        .map(|g| {
+            let (head, tail) = rest.split_at(g.len());
+            rest = tail;
+            head.to_vec()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpo_by_hand() {
+        // mean 0.5, Bessel std sqrt(1/3).
+        let a = Estimator::default()
+            .advantages(&[vec![1.0, 0.0, 0.0, 1.0]])
+            .unwrap();
+        let want = 0.5 / ((1.0f64 / 3.0).sqrt() + 1e-4);
+        assert!(
+            (a[0][0] - want).abs() < 1e-12 && (a[0][1] + want).abs() < 1e-12,
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn uniform_and_singleton_groups_are_exactly_zero() {
+        for est in [
+            Estimator::default(),
+            Estimator::DrGrpo,
+            Estimator::Grpo {
+                std: StdKind::Population,
+                eps: 0.0,
+            },
+            Estimator::ReinforcePlusPlusBaseline {
+                std: StdKind::Bessel,
+                eps: 0.0,
+            },
+        ] {
+            let a = est
+                .advantages(&[vec![0.1; 3], vec![7.0], vec![0.0, 1.0]])
+                .unwrap();
+            assert_eq!(a[0], vec![0.0; 3], "{est:?}");
+            assert_eq!(a[1], vec![0.0], "{est:?}");
+            assert!(a[2][0] < 0.0 && a[2][1] > 0.0, "{est:?}");
+        }
+    }
+
+    #[test]
+    fn errors() {
+        let e = Estimator::default();
+        assert_eq!(
+            e.advantages(&[vec![1.0], vec![]]),
+            Err(Error::EmptyGroup { group: 1 })
+        );
+        assert!(matches!(
+            e.advantages(&[vec![1.0, f64::NAN]]),
+            Err(Error::BadReward {
+                group: 0,
+                index: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            e.advantages(&[vec![f64::INFINITY]]),
+            Err(Error::BadReward { .. })
+        ));
+        assert!(matches!(
+            e.advantages(&[vec![1e101]]),
+            Err(Error::BadReward { .. })
+        ));
+        assert_eq!(
+            Estimator::Rloo.advantages(&[vec![1.0, 0.0], vec![1.0]]),
+            Err(Error::GroupTooSmall {
+                estimator: "rloo",
+                group: 1,
+                size: 1,
+                min: 2
+            })
+        );
+        for eps in [-1e-4, f64::NAN, f64::INFINITY] {
+            let bad = Estimator::Grpo {
+                std: StdKind::Bessel,
+                eps,
+            };
+            assert!(matches!(
+                bad.advantages(&[vec![1.0]]),
+                Err(Error::BadEps(_))
+            ));
+        }
+        let msg = e
+            .advantages(&[vec![1.0, f64::NAN]])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("reward 1 of group 0") && msg.contains("NaN"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn deserialises_from_config_tables() {
+        let e: Estimator = serde_json::from_str(r#"{"kind": "grpo"}"#).unwrap();
+        assert_eq!(e, Estimator::default());
+        let e: Estimator =
+            serde_json::from_str(r#"{"kind": "grpo", "std": "population", "eps": 0}"#).unwrap();
+        assert_eq!(
+            e,
+            Estimator::Grpo {
+                std: StdKind::Population,
+                eps: 0.0
+            }
+        );
+        let e: Estimator =
+            serde_json::from_str(r#"{"kind": "reinforce-plus-plus-baseline"}"#).unwrap();
+        assert_eq!(
+            e,
+            Estimator::ReinforcePlusPlusBaseline {
+                std: StdKind::Population,
+                eps: 1e-8
+            }
+        );
+        assert!(serde_json::from_str::<Estimator>(r#"{"kind": "grpo", "epsilon": 1}"#).is_err());
+        assert!(serde_json::from_str::<Estimator>(r#"{"kind": "ppo"}"#).is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! Rollout selection: which completions of each question reach the policy update, and with which
+//! advantages. See `docs/strategies.md` for a worked example of every rule.
+//!
+//! Two families differ in where advantages come from:
+//! - the CPPO family (`all`, `cppo`, `cppo-pooled` and the CPPO paper's ablations) computes advantages on
+//!   the full group and keeps them unchanged for the completions it keeps;
+//! - the PODS family (`pods-max-variance`, `max-reward`, `random`) recomputes advantages with the
+//!   configured estimator on the kept subset only, as PODS does.
+//!
+//! Ties are always broken towards the lower completion index (for `cppo-pooled`, the lower group, then
+//! the lower index). Kept indices are reported in increasing order.
+
+mod cppo;
+mod dynamic;
+mod pods;
+mod rank;
+
+use serde::{Deserialize, Serialize};
+
+use crate::advantage::{check_rewards, Estimator};
+use crate::error::Error;
+
+pub use dynamic::{drop_uniform, UniformFilter};
+pub use rank::kept_count;
+
+/// A selection rule. Deserialises from a table whose `kind` is the kebab-case name, e.g.
+/// `{ kind = "cppo", pruning_rate = 0.875 }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Strategy {
+    /// Plain GRPO: every completion is kept.
+    #[default]
+    All,
+    /// Per question keep k = floor(G (1 - P)) completions with the largest |A|.
+    Cppo { pruning_rate: f64 },
+    /// Like `cppo`, but the top-|A| runs over consecutive pools of `pool` questions, keeping
+    /// floor(completions in the pool * (1 - P)) per pool (what the official CPPO code does per device).
+    CppoPooled { pruning_rate: f64, pool: usize },
+    /// PODS: per question keep the m completions whose rewards have the largest variance.
+    PodsMaxVariance { m: usize },
+    /// Per question keep the m highest rewards.
+    MaxReward { m: usize },
+    /// Per question keep m completions drawn uniformly, reproducibly from `seed` and the caller's salt.
+    Random { m: usize, seed: u64 },
+    /// Ablation: prune the largest |A|, i.e. keep the k smallest.
+    CppoPruneLargest { pruning_rate: f64 },
+    /// Ablation: prune the highest rewards, i.e. keep the k lowest.
+    PruneHighestReward { pruning_rate: f64 },
+    /// Ablation: prune the lowest rewards, i.e. keep the k highest.
+    PruneLowestReward { pruning_rate: f64 },
+}
+
+/// The completions of one question that go to the update.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeptGroup {
+    /// Index of the question in the rewards given to `select`.
+    pub group: usize,
+    /// Indices of the kept completions within the group, increasing.
+    pub kept: Vec<usize>,
+    /// The advantage to train each kept completion with, aligned with `kept`.
+    pub advantages: Vec<f64>,
+}
+
+/// What a strategy keeps for one step. Groups with nothing kept (dropped by the dynamic-sampling filter, or
+/// left empty by `cppo-pooled`) do not appear in `groups`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    pub groups: Vec<KeptGroup>,
+    /// Groups dropped by the dynamic-sampling filter because all their rewards were equal.
+    pub dropped_uniform: usize,
+    /// Questions given to `select`.
+    pub questions: usize,
+    /// Completions given to `select`.
+    pub generated: usize,
+}
+
+/// Counts for a metrics line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub questions: usize,
+    pub generated: usize,
+    pub kept: usize,
+    pub groups_kept: usize,
+    pub dropped_uniform: usize,
+}
+
+impl Selection {
+    pub fn kept(&self) -> usize {
+        self.groups.iter().map(|g| g.kept.len()).sum()
+    }
+
+    pub fn totals(&self) -> Totals {
+        Totals {
+            questions: self.questions,
+            generated: self.generated,
+            kept: self.kept(),
+            groups_kept: self.groups.len(),
+            dropped_uniform: self.dropped_uniform,
+        }
+    }
+
+    /// Every kept completion as (group, completion index, advantage), in group then index order.
+    pub fn iter_kept(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        self.groups.iter().flat_map(|g| {
+            g.kept
+                .iter()
+                .zip(&g.advantages)
+                .map(move |(&i, &a)| (g.group, i, a))
+        })
+    }
+}
+
+/// Strategy, estimator and the optional DAPO filter, as they come from a config file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectionConfig {
+    #[serde(default)]
+    pub strategy: Strategy,
+    #[serde(default)]
+    pub estimator: Estimator,
+    /// DAPO dynamic sampling: drop groups whose rewards are all equal before the strategy runs.
+    #[serde(default)]
+    pub dynamic_sampling: bool,
+}
+
+impl SelectionConfig {
+    /// Selects for one step. `salt` varies the `random` strategy between steps (pass the step number).
+    pub fn select(&self, rewards: &[Vec<f64>], salt: u64) -> Result<Selection, Error> {
+        if !self.dynamic_sampling {
+            return self.strategy.select(&self.estimator, rewards, salt);
+        }
+        let filter = drop_uniform(rewards)?;
+        let survivors: Vec<Vec<f64>> = filter
+            .survivors
+            .iter()
+            .map(|&g| rewards[g].clone())
+            .collect();
+        let mut selection =
+            self.strategy
+                .select_among(&self.estimator, &survivors, &filter.survivors, salt)?;
+        selection.dropped_uniform = filter.dropped;
+        selection.questions = rewards.len();
+        selection.generated = rewards.iter().map(Vec::len).sum();
+        Ok(selection)
+    }
+}
+
+impl Strategy {
+    /// The kebab-case name used in configs and error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::All => "all",
+            Strategy::Cppo { .. } => "cppo",
+            Strategy::CppoPooled { .. } => "cppo-pooled",
+            Strategy::PodsMaxVariance { .. } => "pods-max-variance",
+            Strategy::MaxReward { .. } => "max-reward",
+            Strategy::Random { .. } => "random",
+            Strategy::CppoPruneLargest { .. } => "cppo-prune-largest",
+            Strategy::PruneHighestReward { .. } => "prune-highest-reward",
+            Strategy::PruneLowestReward { .. } => "prune-lowest-reward",
+        }
+    }
+
+    /// Checks the parameters alone; what depends on the group sizes is checked by `select`.
+    pub fn validate(&self) -> Result<(), Error> {
+        match *self {
+            Strategy::All => Ok(()),
+            Strategy::Cppo { pruning_rate }
+            | Strategy::CppoPruneLargest { pruning_rate }
+            | Strategy::PruneHighestReward { pruning_rate }
+            | Strategy::PruneLowestReward { pruning_rate } => rank::check_rate(pruning_rate),
+            Strategy::CppoPooled { pruning_rate, pool } => {
+                rank::check_rate(pruning_rate)?;
+                if pool == 0 {
+                    return Err(Error::ZeroPool);
+                }
+                Ok(())
+            }
+            Strategy::PodsMaxVariance { m } => check_m(self.name(), m, 2),
+            Strategy::MaxReward { m } | Strategy::Random { m, .. } => check_m(self.name(), m, 1),
+        }
+    }
+
+    /// Selects for one step over `rewards` (one Vec per question). `salt` varies the `random` strategy
+    /// between steps (pass the step number); other strategies ignore it.
+    pub fn select(
+        &self,
+        estimator: &Estimator,
+        rewards: &[Vec<f64>],
+        salt: u64,
+    ) -> Result<Selection, Error> {
+        let ids: Vec<usize> = (0..rewards.len()).collect();
+        self.select_among(estimator, rewards, &ids, salt)
+    }
+
+    /// `select` over a subset of the step's questions: `ids[i]` is the original index of `rewards[i]`,
+    /// used in the output and in error messages.
+    fn select_among(
+        &self,
+        estimator: &Estimator,
+        rewards: &[Vec<f64>],
+        ids: &[usize],
+        salt: u64,
+    ) -> Result<Selection, Error> {
+        self.validate()?;
+        estimator.validate()?;
+        check_rewards(rewards).map_err(|e| remap(e, ids))?;
+        let groups = match *self {
+            Strategy::All => cppo::keep_all(estimator, rewards, ids)?,
+            Strategy::Cppo { pruning_rate } => cppo::per_group(
+                self.name(),
+                cppo::Key::AbsAdvantage,
+                rank::Prefer::Largest,
+                pruning_rate,
+                estimator,
+                rewards,
+                ids,
+            )?,
+            Strategy::CppoPruneLargest { pruning_rate } => cppo::per_group(
+                self.name(),
+                cppo::Key::AbsAdvantage,
+                rank::Prefer::Smallest,
+                pruning_rate,
+                estimator,
+                rewards,
+                ids,
+            )?,
+            Strategy::PruneHighestReward { pruning_rate } => cppo::per_group(
+                self.name(),
+                cppo::Key::Reward,
+                rank::Prefer::Smallest,
+                pruning_rate,
+                estimator,
+                rewards,
+                ids,
+            )?,
+            Strategy::PruneLowestReward { pruning_rate } => cppo::per_group(
+                self.name(),
+                cppo::Key::Reward,
+                rank::Prefer::Largest,
+                pruning_rate,
+                estimator,
+                rewards,
+                ids,
+            )?,
+            Strategy::CppoPooled { pruning_rate, pool } => {
+                cppo::pooled(self.name(), pruning_rate, pool, estimator, rewards, ids)?
+            }
+            Strategy::PodsMaxVariance { m } => {
+                pods::select(pods::Rule::MaxVariance, m, estimator, rewards, ids)?
+            }
+            Strategy::MaxReward { m } => {
+                pods::select(pods::Rule::MaxReward, m, estimator, rewards, ids)?
+            }
+            Strategy::Random { m, seed } => pods::select(
+                pods::Rule::Random { seed, salt },
+                m,
+                estimator,
+                rewards,
+                ids,
+            )?,
+        };
+        Ok(Selection {
+            groups,
+            dropped_uniform: 0,
+            questions: rewards.len(),
+            generated: rewards.iter().map(Vec::len).sum(),
+        })
+    }
+}
+
+fn check_m(strategy: &'static str, m: usize, min: usize) -> Result<(), Error> {
+    if m < min {
+        return Err(Error::KeepTooFew { strategy, m, min });
+    }
+    Ok(())
+}
+
+/// Rewrites the group index of an error raised on a subset of the step's groups to the original index.
+pub(crate) fn remap(e: Error, ids: &[usize]) -> Error {
+    let orig = |g: usize| ids.get(g).copied().unwrap_or(g);
+    match e {
+        Error::EmptyGroup { group } => Error::EmptyGroup { group: orig(group) },
+        Error::BadReward {
+            group,
+            index,
+            value,
+        } => Error::BadReward {
+            group: orig(group),
+            index,
+            value,
+        },
+        Error::GroupTooSmall {
+            estimator,
+            group,
+            size,
+            min,
+        } => Error::GroupTooSmall {
+            estimator,
+            group: orig(group),
+            size,
+            min,
+        },
+        other => other,
+    }
+}
