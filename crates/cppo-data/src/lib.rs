@@ -1,1 +1,22 @@
-//! Datasets.
+//! Datasets for cppo: the published sets in the shared data folder, users' own JSON-lines files, generated
+//! arithmetic, the prompt templates that turn a problem into chat messages, and a resumable batch sampler.
+
+pub mod arith;
+pub mod dataset;
+pub mod error;
+pub mod jsonl;
+pub mod root;
+pub mod sampler;
+pub mod template;
+
+pub use arith::{
+    generate as generate_arith, split_of, ArithConfig, ArithOp, ArithSplit, ARITH_PRESETS,
+};
+pub use dataset::Dataset;
+pub use error::{DataError, Result};
+pub use jsonl::{load_jsonl, JsonlSpec};
+pub use root::{data_root, resolve_data_root, DataRoot, RootOrigin, DATA_DIR_ENV};
+pub use sampler::{take, take_random, Sampler, SamplerState};
+pub use template::{ChatMessage, PromptTemplate, PRESET_NAMES, R1_MATH_SYSTEM, R1_THINK_SYSTEM};
+
+pub use cppo_core::{Problem, Task};
