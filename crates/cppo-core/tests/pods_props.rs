@@ -3,9 +3,25 @@
 mod common;
 
 use common::*;
-use cppo_core::select::{max_variance_subset, random_subset};
 use cppo_core::{Estimator, Strategy as Rule};
 use proptest::prelude::*;
+
+/// The subset `pods-max-variance` keeps from one group.
+fn max_variance_subset(r: &[f64], m: usize) -> Vec<usize> {
+    let sel = Rule::PodsMaxVariance { m }
+        .select(&Estimator::DrGrpo, &[r.to_vec()], 0)
+        .unwrap();
+    sel.groups[0].kept.clone()
+}
+
+/// The subset `random` keeps from group `group` of a step whose groups all have `n` completions.
+fn random_subset(n: usize, m: usize, seed: u64, salt: u64, group: usize) -> Vec<usize> {
+    let rewards = vec![vec![0.0; n]; group + 1];
+    let sel = Rule::Random { m, seed }
+        .select(&Estimator::DrGrpo, &rewards, salt)
+        .unwrap();
+    sel.groups[group].kept.clone()
+}
 
 fn group_and_m(min_m: usize) -> impl Strategy<Value = (Vec<f64>, usize)> {
     (min_m.max(1)..=10usize).prop_flat_map(move |n| (group(n), min_m..=n))

@@ -21,7 +21,6 @@ use crate::advantage::{check_rewards, Estimator};
 use crate::error::Error;
 
 pub use dynamic::{drop_uniform, UniformFilter};
-pub use pods::{max_variance_subset, random_subset};
 pub use rank::kept_count;
 
 /// A selection rule. Deserialises from a table whose `kind` is the kebab-case name, e.g.

@@ -61,9 +61,8 @@ pub(crate) fn select(
 /// plus the m - i highest rewards for some i in 0..=m; each candidate's m^2 * variance,
 /// m * sum(x^2) - sum(x)^2, comes from prefix sums over the sorted rewards. Equal scores go to the smaller
 /// i, and among equal rewards the lower indices are kept.
-pub fn max_variance_subset(rewards: &[f64], m: usize) -> Vec<usize> {
+pub(crate) fn max_variance_subset(rewards: &[f64], m: usize) -> Vec<usize> {
     let n = rewards.len();
-    debug_assert!(m <= n);
     let order = ascending(rewards);
     // Shifting by a reward of the group leaves variances unchanged, keeps the sums small (no cancellation
     // for rewards like 1e6 + noise) and exact for grid rewards such as {0, 0.25, 0.5, 1}.
@@ -131,7 +130,7 @@ fn lowest_indices_per_value(rewards: &[f64], order: &[usize], chosen: &[bool]) -
 
 /// m of n indices, uniformly, from a generator seeded by (seed, salt, group) so that the draw of a group
 /// depends on nothing else: reproducible across runs, different between steps and between groups.
-pub fn random_subset(n: usize, m: usize, seed: u64, salt: u64, group: usize) -> Vec<usize> {
+pub(crate) fn random_subset(n: usize, m: usize, seed: u64, salt: u64, group: usize) -> Vec<usize> {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key[8..16].copy_from_slice(&salt.to_le_bytes());
