@@ -2,3 +2,4 @@
 
 pub mod optim;
 pub mod schedule;
+pub mod config;

@@ -26,9 +26,10 @@ pub struct AdamWConfig {
     pub max_grad_norm: Option<f64>,
 }
 
+/// The Hugging Face Trainer's defaults, which TRL's GRPOTrainer inherits.
 impl Default for AdamWConfig {
     fn default() -> Self {
-        AdamWConfig { beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0.1, max_grad_norm: Some(1.0) }
+        AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) }
     }
 }
 

