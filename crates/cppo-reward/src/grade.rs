@@ -1,0 +1,84 @@
+//! `cppo grade`: grade JSON lines of `{"response", "answer"}` offline.
+//!
+//! Every input line yields exactly one output line, in order, so outputs zip with inputs:
+//! `{"correct": bool, "extracted": string|null, "reward": number}`, or `{"error": "line N: ..."}` for a
+//! line that is not a JSON object with a string `response` and a string (or number) `answer`. Empty
+//! lines are errors too (`line N: empty line`), for the same reason. The run goes on after bad lines;
+//! only I/O errors stop it.
+
+use std::fmt;
+use std::io::{BufRead, Write};
+
+use cppo_core::Task;
+use serde_json::{json, Value};
+
+use crate::Score;
+
+/// Counts of one grading run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GradeSummary {
+    pub lines: usize,
+    pub correct: usize,
+    pub errors: usize,
+}
+
+impl fmt::Display for GradeSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pct = if self.lines == 0 { 0.0 } else { 100.0 * self.correct as f64 / self.lines as f64 };
+        let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+        write!(f, "graded {}: {} correct ({pct:.1}%), {}", plural(self.lines, "line"), self.correct, plural(self.errors, "error"))
+    }
+}
+
+/// Reads `{"response", "answer"}` lines from `input`, writes one verdict line per input line to `out`.
+pub fn run(task: Task, input: &mut dyn BufRead, out: &mut dyn Write) -> std::io::Result<GradeSummary> {
+    let mut summary = GradeSummary::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if input.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        summary.lines += 1;
+        let n = summary.lines;
+        let line = match grade_line(task, &buf) {
+            Ok(score) => {
+                if score.correct == Some(true) {
+                    summary.correct += 1;
+                }
+                json!({ "correct": score.correct == Some(true), "extracted": score.extracted, "reward": score.value })
+            }
+            Err(why) => {
+                summary.errors += 1;
+                json!({ "error": format!("line {n}: {why}") })
+            }
+        };
+        writeln!(out, "{line}")?;
+    }
+    Ok(summary)
+}
+
+fn grade_line(task: Task, raw: &[u8]) -> Result<Score, String> {
+    let text = std::str::from_utf8(raw).map_err(|e| format!("not UTF-8 ({e})"))?;
+    let text = text.trim_end_matches(['\n', '\r']);
+    if text.trim().is_empty() {
+        return Err("empty line".into());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    let obj = value.as_object().ok_or("expected a JSON object")?;
+    let response = match obj.get("response") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => return Err("field `response` must be a string".into()),
+        None => return Err("missing field `response`".into()),
+    };
+    let answer = match obj.get("answer") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(x)) => x.to_string(),
+        Some(_) => return Err("field `answer` must be a string or a number".into()),
+        None => return Err("missing field `answer`".into()),
+    };
+    Ok(match task {
+        Task::Gsm8k => crate::gsm8k::grade(response, &answer),
+        Task::Math => crate::math::grade(response, &answer),
+    })
+}

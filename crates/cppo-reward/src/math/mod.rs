@@ -1,0 +1,183 @@
+//! The MATH grader: LaTeX final answers compared up to mathematical equivalence.
+//!
+//! Gold: the last `\boxed{}` / `\fbox{}` of the reference (a MATH solution); a reference without a box
+//! is itself the gold answer (MATH-500's `answer` field), or, if it has a `####`, the text after it.
+//!
+//! The model's answer, from the first source present:
+//! 1. the last complete `\boxed{...}` / `\fbox{...}` / `\boxed X` anywhere in the completion;
+//! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else its last `$...$`,
+//!    else the whole content;
+//! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its line);
+//! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
+//!
+//! Equivalence: identical after [`normalize`], else equivalent in structure ([`structure`]) with
+//! values compared numerically ([`eval`], tolerances in [`value`]).
+
+mod budget;
+pub mod eval;
+pub mod expr;
+pub mod latex;
+pub mod normalize;
+pub mod structure;
+pub mod value;
+
+use cppo_core::Problem;
+
+pub use budget::Budget;
+pub use normalize::normalize;
+
+use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES};
+use crate::scan::{after_answer_phrase, last_boxed, last_inline_math, last_tag_content};
+use crate::{Reward, Score};
+
+/// Where in the completion the answer was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Boxed,
+    AnswerTag,
+    AnswerPhrase,
+    InlineMath,
+}
+
+impl Source {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Boxed => "\\boxed{}",
+            Source::AnswerTag => "<answer>",
+            Source::AnswerPhrase => "\"answer is\"",
+            Source::InlineMath => "the last $...$",
+        }
+    }
+}
+
+/// Reads the gold answer from a reference (see the module docs); `None` for an empty reference.
+pub fn gold_answer(reference: &str) -> Option<&str> {
+    if let Some(b) = last_boxed(reference) {
+        return Some(b);
+    }
+    let tail = match reference.rfind("####") {
+        Some(p) => &reference[p + 4..],
+        None => reference,
+    };
+    let tail = tail.trim();
+    (!tail.is_empty()).then_some(tail)
+}
+
+/// The model's answer and where it came from (see the module docs for the order).
+pub fn extract_answer(completion: &str) -> Option<(&str, Source)> {
+    if let Some(b) = last_boxed(completion) {
+        return Some((b, Source::Boxed));
+    }
+    if let Some(content) = last_tag_content(completion, "answer") {
+        let inner = after_answer_phrase(content).or_else(|| last_inline_math(content)).unwrap_or(content.trim());
+        if !inner.is_empty() {
+            return Some((inner, Source::AnswerTag));
+        }
+    }
+    if let Some(a) = after_answer_phrase(completion) {
+        return Some((a, Source::AnswerPhrase));
+    }
+    last_inline_math(completion).map(|m| (m, Source::InlineMath))
+}
+
+/// How a comparison reached its verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    /// The same text after normalisation.
+    Identical,
+    /// Equal shapes whose parts are identical.
+    Structural,
+    /// Equal after numeric evaluation.
+    Numeric,
+    /// Not equivalent.
+    Different,
+    /// Longer than [`MAX_ANSWER_BYTES`]: compared as trimmed text only.
+    TooLong,
+    /// Unbalanced or too deeply nested braces: compared as trimmed text only.
+    Malformed,
+    /// The work budget ran out before equivalence was shown.
+    BudgetExhausted,
+}
+
+impl How {
+    pub fn describe(self) -> &'static str {
+        match self {
+            How::Identical => "identical after normalisation",
+            How::Structural => "equivalent in structure",
+            How::Numeric => "numerically equivalent",
+            How::Different => "not equivalent",
+            How::TooLong => "too long to normalise; compared as text",
+            How::Malformed => "unbalanced braces; compared as text",
+            How::BudgetExhausted => "gave up: work budget exhausted",
+        }
+    }
+}
+
+/// The verdict of comparing two answers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub equal: bool,
+    pub how: How,
+    /// Work spent, in budget steps (never above [`crate::limits::STEP_BUDGET`]).
+    pub steps: u64,
+}
+
+/// Compares two answers (each as written, e.g. the contents of a `\boxed{}`).
+pub fn compare(a: &str, b: &str) -> Verdict {
+    let (a, b) = (a.trim(), b.trim());
+    if a.len() > MAX_ANSWER_BYTES || b.len() > MAX_ANSWER_BYTES {
+        return Verdict { equal: a == b, how: How::TooLong, steps: 0 };
+    }
+    let (na, nb) = match (normalize(a), normalize(b)) {
+        (Ok(x), Ok(y)) => (x, y),
+        _ => return Verdict { equal: a == b, how: How::Malformed, steps: 0 },
+    };
+    if na == nb {
+        return Verdict { equal: true, how: How::Identical, steps: 0 };
+    }
+    let (sa, sb) = (structure::build(&na), structure::build(&nb));
+    let mut budget = Budget::default();
+    let equal = structure::equivalent(&sa, &sb, &mut budget);
+    let how = match (equal, budget.numeric, budget.exhausted) {
+        (true, true, _) => How::Numeric,
+        (true, false, _) => How::Structural,
+        (false, _, true) => How::BudgetExhausted,
+        (false, _, false) => How::Different,
+    };
+    Verdict { equal, how, steps: budget.used() }
+}
+
+/// Whether two answers are mathematically equivalent.
+pub fn is_equiv(a: &str, b: &str) -> bool {
+    compare(a, b).equal
+}
+
+/// Grades one completion against a reference; the verdict of [`MathReward`].
+pub fn grade(completion: &str, reference: &str) -> Score {
+    if completion.len() > MAX_COMPLETION_BYTES {
+        return Score::accuracy(false, None, format!("completion too long ({} bytes)", completion.len()));
+    }
+    let Some(gold) = gold_answer(reference) else {
+        return Score::accuracy(false, None, "the reference has no answer".into());
+    };
+    let Some((answer, source)) = extract_answer(completion) else {
+        return Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {gold}"));
+    };
+    let v = compare(answer, gold);
+    let shown = if answer.len() <= MAX_ANSWER_BYTES { normalize(answer).unwrap_or_else(|_| answer.to_string()) } else { answer.to_string() };
+    let verdict = if v.equal { "correct" } else { "wrong" };
+    Score::accuracy(v.equal, Some(shown), format!("{verdict}: {answer} from {} vs gold {gold}: {}", source.describe(), v.how.describe()))
+}
+
+/// Accuracy on MATH-style LaTeX answers: 1.0 when equivalent to the gold, else 0.0.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MathReward;
+
+impl Reward for MathReward {
+    fn name(&self) -> &str {
+        "math"
+    }
+    fn score(&self, completion: &str, problem: &Problem) -> Score {
+        grade(completion, &problem.answer)
+    }
+}

@@ -1,0 +1,523 @@
+//! LaTeX answer normalisation: one canonical spelling for the many ways of writing the same answer.
+//!
+//! Modelled on what the Hendrycks MATH `is_equiv`, the Qwen2.5-Math grader and math-verify undo
+//! (without their code): `\dfrac`/`\tfrac` -> `\frac`, `\frac12` -> `\frac{1}{2}`, `\sqrt2` ->
+//! `\sqrt{2}`, no `\left`/`\right`, no spacing commands (`\!`, `\,`, `\;`, `\quad`, `~`), no spaces, no
+//! `$`, `\%`, `^\circ`; `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
+//! `5\text{ cm}` -> `5`), `\text{ or }` -> `,`; thousands separators (`1,\!000`, `1{,}000`) removed from a
+//! lone number; `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
+//! dropped. Set braces `\{ \}` are kept: they mean an unordered set.
+
+use super::latex::{parse, Node, TreeError};
+
+/// Text commands whose argument is plain text; unwrapped, or dropped as a trailing unit.
+const TEXT_COMMANDS: &[&str] = &[
+    "text", "textbf", "textit", "textrm", "textsf", "texttt", "textnormal", "textup", "mbox", "hbox", "mathrm",
+    "mathbf", "mathit", "mathsf", "mathtt", "mathnormal", "operatorname", "emph", "boldsymbol", "bm",
+];
+
+/// Words that, at the end of an answer after a number, are a unit rather than part of the answer.
+const UNIT_WORDS: &[&str] = &[
+    "cm", "m", "km", "mm", "in", "inch", "inches", "ft", "feet", "foot", "yd", "yard", "yards", "mi", "mile", "miles",
+    "meter", "meters", "metre", "metres", "units", "unit", "degree", "degrees", "deg", "dollars", "dollar", "cents",
+    "cent", "hours", "hour", "hr", "minutes", "minute", "min", "seconds", "second", "sec", "days", "day", "weeks",
+    "years", "kg", "g", "lb", "lbs", "pounds", "ounces", "oz", "mph", "sq", "square", "cubic", "percent", "points",
+];
+
+/// Spacing and sizing commands with no mathematical meaning.
+const IGNORED_COMMANDS: &[&str] = &[
+    "displaystyle", "textstyle", "scriptstyle", "limits", "nolimits", "quad", "qquad", "enspace", "thinspace",
+    "negthinspace", "medspace", "thickspace", "hfill", "allowbreak", "nobreak", "hline", "circ", "degree",
+    "degrees", "relax", "cr",
+];
+
+/// Sizing commands that precede a delimiter (`\left(`, `\bigl[`); `\left.` also drops its dot.
+const DELIMITER_SIZES: &[&str] =
+    &["left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr", "biggl", "biggr", "Biggl", "Biggr"];
+
+const MATRIX_ENVS: &[&str] = &["pmatrix", "bmatrix", "Bmatrix", "matrix", "smallmatrix", "array"];
+
+/// Normalises one answer. Fails only on unbalanced or too deeply nested braces.
+pub fn normalize(answer: &str) -> Result<String, TreeError> {
+    let pre = replace_unicode(answer.trim());
+    let nodes = parse(&pre)?;
+    let nodes = drop_trailing_unit(&nodes);
+    let mut w = Writer::default();
+    w.seq(nodes);
+    Ok(w.finish())
+}
+
+fn replace_unicode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\u{2212}' | '\u{2013}' => out.push('-'),
+            '\u{221e}' => out.push_str("\\infty "),
+            '\u{03c0}' => out.push_str("\\pi "),
+            '\u{00b0}' => out.push_str("^\\circ "),
+            '\u{221a}' => out.push_str("\\sqrt "),
+            '\u{00d7}' | '\u{22c5}' | '\u{00b7}' => out.push_str("\\cdot "),
+            '\u{2264}' => out.push_str("\\le "),
+            '\u{2265}' => out.push_str("\\ge "),
+            '\u{222a}' => out.push_str("\\cup "),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn is_text_cmd(n: &Node) -> bool {
+    matches!(n, Node::Cmd(c) if TEXT_COMMANDS.contains(&c.as_str()))
+}
+
+fn prev_non_space(nodes: &[Node], end: usize) -> Option<usize> {
+    (0..end).rev().find(|&i| nodes[i] != Node::Space)
+}
+
+/// Drops a trailing unit: `\text{...}` (optionally raised to a power, `\text{ cm}^2`) or a known unit
+/// word after a space, when something else precedes it.
+fn drop_trailing_unit(nodes: &[Node]) -> &[Node] {
+    let Some(mut last) = prev_non_space(nodes, nodes.len()) else { return nodes };
+    // `...^2` / `...^{2}` after the unit.
+    if let Some(caret) = prev_non_space(nodes, last) {
+        if nodes[caret] == Node::Char('^') {
+            if let Some(before) = prev_non_space(nodes, caret) {
+                if matches!(nodes[before], Node::Group(_)) {
+                    last = before;
+                }
+            }
+        }
+    }
+    if matches!(nodes[last], Node::Group(_)) {
+        if let Some(cmd) = prev_non_space(nodes, last) {
+            if is_text_cmd(&nodes[cmd]) && has_content(&nodes[..cmd]) {
+                return &nodes[..cmd];
+            }
+        }
+    }
+    // A plain unit word: letters after a space, at the very end.
+    let end = prev_non_space(nodes, nodes.len()).map_or(0, |i| i + 1);
+    let mut start = end;
+    while start > 0 && matches!(nodes[start - 1], Node::Char(c) if c.is_ascii_alphabetic()) {
+        start -= 1;
+    }
+    if start < end && start > 0 && nodes[start - 1] == Node::Space {
+        let word: String = nodes[start..end].iter().filter_map(|n| if let Node::Char(c) = n { Some(*c) } else { None }).collect();
+        if UNIT_WORDS.contains(&word.as_str()) && has_content(&nodes[..start - 1]) {
+            return &nodes[..start - 1];
+        }
+    }
+    nodes
+}
+
+fn has_content(nodes: &[Node]) -> bool {
+    nodes.iter().any(|n| !matches!(n, Node::Space | Node::Sym('$') | Node::Char('$') | Node::Sym('!' | ',' | ';')))
+}
+
+/// The plain characters of a group, for text comparisons (`\text{ or }`).
+fn plain_text(nodes: &[Node]) -> String {
+    let mut s = String::new();
+    for n in nodes {
+        match n {
+            Node::Char(c) => s.push(*c),
+            Node::Space => s.push(' '),
+            _ => s.push('\u{0}'),
+        }
+    }
+    s.trim().to_string()
+}
+
+fn env_name(nodes: &[Node]) -> String {
+    plain_text(nodes).replace('*', "")
+}
+
+#[derive(Default)]
+struct Writer {
+    out: String,
+    /// The last thing written was a command name: a following letter needs a separating space.
+    after_cmd: bool,
+    /// A comma was followed by a space somewhere: commas separate items, not thousands.
+    comma_space: bool,
+}
+
+/// One macro argument: a group's contents, or a single node.
+fn arg(nodes: &[Node], i: usize) -> (&[Node], usize) {
+    let mut j = i;
+    while j < nodes.len() && nodes[j] == Node::Space {
+        j += 1;
+    }
+    match nodes.get(j) {
+        Some(Node::Group(g)) => (g.as_slice(), j + 1),
+        Some(_) => (std::slice::from_ref(&nodes[j]), j + 1),
+        None => (&[], j),
+    }
+}
+
+fn skip_spaces(nodes: &[Node], mut i: usize) -> usize {
+    while i < nodes.len() && nodes[i] == Node::Space {
+        i += 1;
+    }
+    i
+}
+
+impl Writer {
+    fn push(&mut self, c: char) {
+        if self.after_cmd && c.is_ascii_alphabetic() {
+            self.out.push(' ');
+        }
+        self.after_cmd = false;
+        self.out.push(c);
+    }
+
+    fn push_str(&mut self, s: &str) {
+        for c in s.chars() {
+            self.push(c);
+        }
+    }
+
+    fn cmd(&mut self, name: &str) {
+        self.after_cmd = false;
+        self.out.push('\\');
+        self.out.push_str(name);
+        self.after_cmd = true;
+    }
+
+    fn braced(&mut self, nodes: &[Node]) {
+        self.push('{');
+        self.seq(nodes);
+        self.push('}');
+    }
+
+    fn seq(&mut self, nodes: &[Node]) {
+        let mut i = 0;
+        while i < nodes.len() {
+            i = self.node(nodes, i);
+        }
+    }
+
+    /// Writes the node at `i` (and whatever arguments it consumes); returns the next index.
+    fn node(&mut self, nodes: &[Node], i: usize) -> usize {
+        match &nodes[i] {
+            Node::Space => {
+                if self.out.ends_with(',') {
+                    self.comma_space = true;
+                }
+                i + 1
+            }
+            Node::Group(g) => {
+                if g.iter().any(|n| *n != Node::Space) {
+                    self.braced(g);
+                }
+                i + 1
+            }
+            Node::Sym(c) => {
+                match c {
+                    '{' => self.cmd_sym("\\{"),
+                    '}' => self.cmd_sym("\\}"),
+                    '!' | ',' | ';' | ':' | ' ' | '>' | '%' | '$' => {}
+                    '\\' => self.cmd_sym("\\\\"),
+                    c => {
+                        self.out.push('\\');
+                        self.out.push(*c);
+                        self.after_cmd = false;
+                    }
+                }
+                i + 1
+            }
+            Node::Char(c) => self.char_node(nodes, i, *c),
+            Node::Cmd(name) => self.command(nodes, i, name),
+        }
+    }
+
+    fn cmd_sym(&mut self, s: &str) {
+        self.out.push_str(s);
+        self.after_cmd = false;
+    }
+
+    fn char_node(&mut self, nodes: &[Node], i: usize, c: char) -> usize {
+        match c {
+            '$' | '%' | '~' => i + 1,
+            '^' | '_' => {
+                let j = skip_spaces(nodes, i + 1);
+                if c == '^' {
+                    let is_circ = match nodes.get(j) {
+                        Some(Node::Cmd(n)) => n == "circ",
+                        Some(Node::Group(g)) => {
+                            let inner: Vec<&Node> = g.iter().filter(|n| **n != Node::Space).collect();
+                            matches!(inner.as_slice(), [Node::Cmd(n)] if n == "circ")
+                        }
+                        _ => false,
+                    };
+                    if is_circ {
+                        return j + 1;
+                    }
+                }
+                self.push(c);
+                // `x^{2}` -> `x^2`, `1010_{2}` -> `1010_2`: a one-character group needs no braces.
+                if let Some(Node::Group(g)) = nodes.get(j) {
+                    if let [Node::Char(d)] = g.as_slice() {
+                        self.push(*d);
+                        return j + 1;
+                    }
+                }
+                i + 1
+            }
+            c => {
+                self.push(c);
+                i + 1
+            }
+        }
+    }
+
+    fn command(&mut self, nodes: &[Node], i: usize, name: &str) -> usize {
+        let next = i + 1;
+        match name {
+            n if DELIMITER_SIZES.contains(&n) => {
+                let j = skip_spaces(nodes, next);
+                if nodes.get(j) == Some(&Node::Char('.')) {
+                    j + 1
+                } else {
+                    next
+                }
+            }
+            n if IGNORED_COMMANDS.contains(&n) => next,
+            "frac" | "dfrac" | "tfrac" | "cfrac" | "binom" | "dbinom" | "tbinom" => {
+                self.cmd(if name.ends_with("frac") { "frac" } else { "binom" });
+                let (a, j) = arg(nodes, next);
+                let (b, k) = arg(nodes, j);
+                self.braced(a);
+                self.braced(b);
+                k
+            }
+            "sqrt" => {
+                self.cmd("sqrt");
+                let mut j = skip_spaces(nodes, next);
+                if nodes.get(j) == Some(&Node::Char('[')) {
+                    if let Some(close) = (j + 1..nodes.len()).find(|&k| nodes[k] == Node::Char(']')) {
+                        self.push('[');
+                        self.seq(&nodes[j + 1..close]);
+                        self.push(']');
+                        j = skip_spaces(nodes, close + 1);
+                    }
+                }
+                // `\sqrt12` means the square root of 12 to a reader, though TeX would take only the `1`.
+                let digits = nodes[j.min(nodes.len())..].iter().take_while(|n| matches!(n, Node::Char(c) if c.is_ascii_digit())).count();
+                if digits > 0 {
+                    self.braced(&nodes[j..j + digits]);
+                    return j + digits;
+                }
+                let (a, k) = arg(nodes, j);
+                self.braced(a);
+                k
+            }
+            n if TEXT_COMMANDS.contains(&n) => {
+                let (a, j) = arg(nodes, next);
+                let text = plain_text(a);
+                if matches!(text.as_str(), "or" | "and" | "," | "or," | ", or" | ", and") {
+                    self.push(',');
+                } else {
+                    self.seq(a);
+                }
+                j
+            }
+            "mathbb" => {
+                let (a, j) = arg(nodes, next);
+                if plain_text(a) == "R" {
+                    self.push_str("(-");
+                    self.cmd("infty");
+                    self.push_str(",");
+                    self.cmd("infty");
+                    self.push(')');
+                } else {
+                    self.cmd("mathbb");
+                    self.braced(a);
+                }
+                j
+            }
+            "phantom" | "hphantom" | "vphantom" => arg(nodes, next).1,
+            "begin" | "end" => {
+                let (a, mut j) = arg(nodes, next);
+                let env = env_name(a);
+                self.cmd(name);
+                if MATRIX_ENVS.contains(&env.as_str()) {
+                    self.push_str("{pmatrix}");
+                    if name == "begin" && env == "array" {
+                        j = arg(nodes, j).1; // the column specification
+                    }
+                } else {
+                    self.braced(a);
+                }
+                j
+            }
+            "le" | "leq" | "leqslant" => self.named(next, "le"),
+            "ge" | "geq" | "geqslant" => self.named(next, "ge"),
+            "ne" | "neq" => self.named(next, "ne"),
+            "lt" => self.plain(next, '<'),
+            "gt" => self.plain(next, '>'),
+            "varnothing" => self.named(next, "emptyset"),
+            "infin" | "infinity" => self.named(next, "infty"),
+            "lbrace" => {
+                self.cmd_sym("\\{");
+                next
+            }
+            "rbrace" => {
+                self.cmd_sym("\\}");
+                next
+            }
+            "vert" | "lvert" | "rvert" => self.plain(next, '|'),
+            "cdot" | "times" | "ast" => self.named(next, "cdot"),
+            "dots" | "ldots" | "cdots" => self.named(next, "dots"),
+            other => self.named(next, other),
+        }
+    }
+
+    fn named(&mut self, next: usize, name: &str) -> usize {
+        self.cmd(name);
+        next
+    }
+
+    fn plain(&mut self, next: usize, c: char) -> usize {
+        self.push(c);
+        next
+    }
+
+    fn finish(self) -> String {
+        let mut s = self.out.replace("{,}", ",");
+        loop {
+            let t = s.trim_end_matches(['.', ',']).trim();
+            let t = strip_outer_braces(t);
+            if t.len() == s.len() {
+                break;
+            }
+            s = t.to_string();
+        }
+        if !self.comma_space && is_grouped_number(&s) {
+            s.retain(|c| c != ',');
+        }
+        plus_infinity(&s)
+    }
+}
+
+/// `{x}` -> `x` when the first brace closes at the very end (not `{a}{b}`).
+fn strip_outer_braces(s: &str) -> &str {
+    if !s.starts_with('{') || !s.ends_with('}') {
+        return s;
+    }
+    let b = s.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return if i == b.len() - 1 { &s[1..s.len() - 1] } else { s };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    s
+}
+
+/// `-1,234,567.5`: digits in groups of three separated by commas.
+fn is_grouped_number(s: &str) -> bool {
+    let s = s.strip_prefix('-').unwrap_or(s);
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (s, None),
+    };
+    if frac.is_some_and(|f| f.is_empty() || !f.bytes().all(|c| c.is_ascii_digit())) {
+        return false;
+    }
+    let mut groups = int.split(',');
+    let first = groups.next().unwrap_or("");
+    let rest: Vec<&str> = groups.collect();
+    !rest.is_empty()
+        && (1..=3).contains(&first.len())
+        && first.bytes().all(|c| c.is_ascii_digit())
+        && rest.iter().all(|g| g.len() == 3 && g.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// `+\infty` is `\infty` where the plus is a sign (at the start, after a bracket or comma).
+fn plus_infinity(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(p) = rest.find("+\\infty") {
+        let before = &rest[..p];
+        let is_sign = match out.chars().chain(before.chars()).next_back() {
+            None => true,
+            Some(c) => matches!(c, '(' | '[' | ','),
+        };
+        out.push_str(before);
+        if !is_sign {
+            out.push('+');
+        }
+        out.push_str("\\infty");
+        rest = &rest[p + "+\\infty".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    fn n(s: &str) -> String {
+        normalize(s).unwrap()
+    }
+
+    #[test]
+    fn fractions_roots_and_spacing() {
+        assert_eq!(n(r"\dfrac{1}{2}"), r"\frac{1}{2}");
+        assert_eq!(n(r"\tfrac 94"), r"\frac{9}{4}");
+        assert_eq!(n(r"\frac12"), r"\frac{1}{2}");
+        assert_eq!(n(r"\frac1{72}"), r"\frac{1}{72}");
+        assert_eq!(n(r"\sqrt2"), r"\sqrt{2}");
+        assert_eq!(n(r"\sqrt 10"), r"\sqrt{10}");
+        assert_eq!(n(r"\sqrt[3]{4}"), r"\sqrt[3]{4}");
+        assert_eq!(n(r"10 \sqrt{2}"), r"10\sqrt{2}");
+        assert_eq!(n(r"\left( 3, \frac{\pi}{2} \right)"), r"(3,\frac{\pi}{2})");
+        assert_eq!(n(r"135,\!000"), "135000");
+        assert_eq!(n(r"1{,}000"), "1000");
+        assert_eq!(n("1, 000"), "1,000");
+        assert_eq!(n(r"\pi r"), r"\pi r");
+    }
+
+    #[test]
+    fn units_degrees_percent_and_text() {
+        assert_eq!(n(r"5\text{ cm}"), "5");
+        assert_eq!(n(r"5\text{ cm}^2"), "5");
+        assert_eq!(n(r"480 + 480\sqrt{3}\text{ feet}"), r"480+480\sqrt{3}");
+        assert_eq!(n(r"125\textnormal{ miles}"), "125");
+        assert_eq!(n("8 cm"), "8");
+        assert_eq!(n(r"75^\circ"), "75");
+        assert_eq!(n(r"22.5^{\circ}"), "22.5");
+        assert_eq!(n(r"64\%"), "64");
+        assert_eq!(n(r"\$306,\!956.63"), "306956.63");
+        assert_eq!(n(r"\text{(A)}"), "(A)");
+        assert_eq!(n(r"\textbf{(B)}"), "(B)");
+        assert_eq!(n(r"\text{Wednesday}"), "Wednesday");
+        assert_eq!(n(r"-2 \text{ or } -12"), "-2,-12");
+        assert_eq!(n(r"\mbox{May}"), "May");
+    }
+
+    #[test]
+    fn sets_matrices_infinity() {
+        assert_eq!(n(r"\{1\pm\sqrt{5},-2\}"), r"\{1\pm\sqrt{5},-2\}");
+        assert_eq!(n(r"\left\{ 1, 2 \right\}"), r"\{1,2\}");
+        assert_eq!(n(r"\mathbb{R}"), r"(-\infty,\infty)");
+        assert_eq!(n(r"[0, +\infty)"), r"[0,\infty)");
+        assert_eq!(n(r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}."), r"\begin{pmatrix}1&2\\3&4\end{pmatrix}");
+        assert_eq!(n(r"\begin{array}{cc} 1 & 2 \end{array}"), r"\begin{pmatrix}1&2\end{pmatrix}");
+        assert_eq!(n("{5}"), "5");
+        assert_eq!(n("{a}{b}"), "{a}{b}");
+        assert_eq!(n(r"x^{2}"), "x^2");
+        assert_eq!(n(r"20412_{5}"), "20412_5");
+        assert_eq!(n(r"\left. x \right|"), "x|");
+    }
+}

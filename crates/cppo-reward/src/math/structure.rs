@@ -1,0 +1,409 @@
+//! The shape of a normalised answer (a value, a tuple or interval, a set, a list, a union of intervals,
+//! a matrix, an equation) and equivalence of two shapes.
+//!
+//! - Tuples and intervals compare element-wise, and their brackets must match: `(1,2)` is not `[1,2]`.
+//! - Lists (`1, 2`), sets (`\{1,2\}`) and unions (`A \cup B`) are unordered; a list equals a set.
+//! - `\pm` in a list item or a whole answer makes two items: `1\pm\sqrt{2}` = `1+\sqrt{2}, 1-\sqrt{2}`.
+//! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped. In a list whose items
+//!   name different variables (`a=1, b=2`) the names are kept and matched.
+//! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions.
+//! - Values compare equal when their normalised text is identical, or else when both parse as
+//!   expressions that are numerically equivalent ([`super::eval`]).
+
+use crate::limits::{MAX_DEPTH, MAX_ITEMS};
+
+use super::budget::Budget;
+use super::eval;
+use super::expr::{self, Expr};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ans {
+    Value { text: String, expr: Option<Expr> },
+    Tuple { open: char, close: char, items: Vec<Ans> },
+    Set(Vec<Ans>),
+    List(Vec<Ans>),
+    Union(Vec<Ans>),
+    Matrix(Vec<Vec<Ans>>),
+    Equation(Box<Ans>, Box<Ans>),
+}
+
+/// Splits a normalised string into units: `\name`, `\` plus one character, or one character.
+fn units(s: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut it = s.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let mut end = i + c.len_utf8();
+        if c == '\\' {
+            match it.peek().copied() {
+                Some((_, n)) if n.is_ascii_alphabetic() => {
+                    while let Some((j, n)) = it.peek().copied() {
+                        if !n.is_ascii_alphabetic() {
+                            break;
+                        }
+                        end = j + 1;
+                        it.next();
+                    }
+                }
+                Some((j, n)) => {
+                    end = j + n.len_utf8();
+                    it.next();
+                }
+                None => {}
+            }
+        }
+        out.push((i, end));
+    }
+    out
+}
+
+fn delta(u: &str) -> i32 {
+    match u {
+        "(" | "[" | "{" | "\\{" | "\\begin" => 1,
+        ")" | "]" | "}" | "\\}" | "\\end" => -1,
+        _ => 0,
+    }
+}
+
+/// Depths never go negative and end at zero.
+fn balanced(s: &str, us: &[(usize, usize)]) -> bool {
+    let mut d = 0i32;
+    for &(a, b) in us {
+        d += delta(&s[a..b]);
+        if d < 0 {
+            return false;
+        }
+    }
+    d == 0
+}
+
+/// The parts of `s` between top-level occurrences of `sep`.
+fn split_top<'a>(s: &'a str, us: &[(usize, usize)], sep: &str) -> Vec<&'a str> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for &(a, b) in us {
+        let u = &s[a..b];
+        if depth == 0 && u == sep {
+            parts.push(&s[start..a]);
+            start = b;
+        }
+        depth += delta(u);
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// The index of the unit closing the first one, if the first opens a bracket.
+fn first_match(s: &str, us: &[(usize, usize)]) -> Option<usize> {
+    let mut depth = 0i32;
+    for (k, &(a, b)) in us.iter().enumerate() {
+        depth += delta(&s[a..b]);
+        if depth == 0 {
+            return (k > 0).then_some(k);
+        }
+    }
+    None
+}
+
+/// `x`, `a_1`, `a_{12}`, `\theta`, `f(x)`: a name that `= ...` merely labels.
+fn is_bare_var(s: &str) -> bool {
+    let s = s.trim();
+    let mut chars = s.chars();
+    let Some(first) = chars.next() else { return false };
+    let rest = chars.as_str();
+    if first == '\\' {
+        return rest.len() > 1 && rest.chars().all(|c| c.is_ascii_alphabetic()) && !["infty", "pi", "emptyset"].contains(&rest);
+    }
+    if !first.is_ascii_alphabetic() {
+        return false;
+    }
+    if rest.is_empty() {
+        return true;
+    }
+    if let Some(sub) = rest.strip_prefix('_') {
+        return sub.len() == 1 && sub.chars().all(|c| c.is_ascii_alphanumeric())
+            || sub.starts_with('{') && sub.ends_with('}') && sub[1..sub.len() - 1].chars().all(|c| c.is_ascii_alphanumeric())
+            || sub.chars().all(|c| c.is_ascii_digit()) && !sub.is_empty();
+    }
+    if let Some(args) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+        return !args.is_empty() && args.chars().all(|c| c.is_ascii_alphabetic() || c == ',');
+    }
+    false
+}
+
+/// `a \pm b` -> (`a+b`, `a-b`) when there is exactly one top-level `\pm` (or `\mp`).
+fn expand_pm(s: &str) -> Option<(String, String)> {
+    let us = units(s);
+    let mut depth = 0i32;
+    let mut found = None;
+    for &(a, b) in &us {
+        let u = &s[a..b];
+        if depth == 0 && (u == "\\pm" || u == "\\mp") {
+            if found.is_some() {
+                return None;
+            }
+            found = Some((a, b, u == "\\pm"));
+        }
+        depth += delta(u);
+    }
+    let (a, b, pm) = found?;
+    let (first, second) = if pm { ('+', '-') } else { ('-', '+') };
+    Some((format!("{}{first}{}", &s[..a], &s[b..]), format!("{}{second}{}", &s[..a], &s[b..])))
+}
+
+/// The structure of a normalised answer.
+pub fn build(s: &str) -> Ans {
+    build_at(s, 0)
+}
+
+fn value(s: &str) -> Ans {
+    Ans::Value { text: s.to_string(), expr: expr::parse(s).ok() }
+}
+
+fn build_at(s: &str, depth: usize) -> Ans {
+    let s = s.trim();
+    if depth >= MAX_DEPTH || s.is_empty() {
+        return Ans::Value { text: s.to_string(), expr: None };
+    }
+    let us = units(s);
+    if !balanced(s, &us) {
+        return value(s);
+    }
+    let unions = split_top(s, &us, "\\cup");
+    if unions.len() > 1 {
+        if unions.len() > MAX_ITEMS {
+            return value(s);
+        }
+        return Ans::Union(unions.iter().map(|p| build_at(p, depth + 1)).collect());
+    }
+    let parts = split_top(s, &us, ",");
+    if parts.len() > 1 {
+        return items(&parts, depth).map_or_else(|| value(s), Ans::List);
+    }
+    if let Some((p, m)) = expand_pm(s) {
+        return Ans::List(vec![build_at(&p, depth + 1), build_at(&m, depth + 1)]);
+    }
+    let sides = split_top(s, &us, "=");
+    if sides.len() == 2 {
+        if is_bare_var(sides[0]) {
+            return build_at(sides[1], depth + 1);
+        }
+        return Ans::Equation(Box::new(build_at(sides[0], depth + 1)), Box::new(build_at(sides[1], depth + 1)));
+    }
+    let member = split_top(s, &us, "\\in");
+    if member.len() == 2 && is_bare_var(member[0]) {
+        return build_at(member[1], depth + 1);
+    }
+    if s == "\\emptyset" {
+        return Ans::Set(Vec::new());
+    }
+    if s.starts_with("\\begin{pmatrix}") {
+        if let Some(m) = matrix(s, depth) {
+            return m;
+        }
+    }
+    if let Some(close) = first_match(s, &us).filter(|&k| k == us.len() - 1) {
+        let open_u = &s[us[0].0..us[0].1];
+        let close_u = &s[us[close].0..us[close].1];
+        let inner = &s[us[0].1..us[close].0];
+        match (open_u, close_u) {
+            ("\\{", "\\}") => {
+                let iu = units(inner);
+                let parts = split_top(inner, &iu, ",");
+                if inner.trim().is_empty() {
+                    return Ans::Set(Vec::new());
+                }
+                return items(&parts, depth).map_or_else(|| value(s), Ans::Set);
+            }
+            ("(" | "[", ")" | "]") => {
+                let iu = units(inner);
+                let parts = split_top(inner, &iu, ",");
+                if parts.len() == 1 {
+                    return build_at(inner, depth + 1);
+                }
+                if parts.len() > MAX_ITEMS {
+                    return value(s);
+                }
+                let open = if open_u == "(" { '(' } else { '[' };
+                let close = if close_u == ")" { ')' } else { ']' };
+                return Ans::Tuple { open, close, items: parts.iter().map(|p| build_at(p, depth + 1)).collect() };
+            }
+            ("{", "}") => return build_at(inner, depth + 1),
+            _ => {}
+        }
+    }
+    value(s)
+}
+
+/// The items of a list or set, expanding `\pm` and handling `name = value` items.
+fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
+    if parts.len() > MAX_ITEMS {
+        return None;
+    }
+    let labelled: Vec<Option<(&str, &str)>> = parts
+        .iter()
+        .map(|p| {
+            let us = units(p);
+            let sides = split_top(p, &us, "=");
+            (sides.len() == 2 && is_bare_var(sides[0])).then(|| (sides[0].trim(), sides[1]))
+        })
+        .collect();
+    let mut names: Vec<&str> = labelled.iter().flatten().map(|(n, _)| *n).collect();
+    names.sort_unstable();
+    names.dedup();
+    let keep_names = names.len() > 1;
+    let mut out = Vec::new();
+    for (part, label) in parts.iter().zip(&labelled) {
+        match label {
+            Some((name, rhs)) if keep_names => {
+                out.push(Ans::Equation(Box::new(value(name)), Box::new(build_at(rhs, depth + 1))));
+            }
+            _ => {
+                let body = label.map_or(*part, |(_, rhs)| rhs);
+                match expand_pm(body) {
+                    Some((p, m)) => {
+                        out.push(build_at(&p, depth + 1));
+                        out.push(build_at(&m, depth + 1));
+                    }
+                    None => out.push(build_at(body, depth + 1)),
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+fn matrix(s: &str, depth: usize) -> Option<Ans> {
+    let inner = s.strip_prefix("\\begin{pmatrix}")?.strip_suffix("\\end{pmatrix}")?;
+    let us = units(inner);
+    if !balanced(inner, &us) {
+        return None;
+    }
+    let mut rows: Vec<&str> = split_top(inner, &us, "\\\\");
+    while rows.len() > 1 && rows.last().is_some_and(|r| r.trim().is_empty()) {
+        rows.pop();
+    }
+    if rows.len() > MAX_ITEMS {
+        return None;
+    }
+    let mut out = Vec::new();
+    for row in rows {
+        let ru = units(row);
+        let cells = split_top(row, &ru, "&");
+        if cells.len() > MAX_ITEMS {
+            return None;
+        }
+        out.push(cells.iter().map(|c| build_at(c, depth + 1)).collect());
+    }
+    Some(Ans::Matrix(out))
+}
+
+fn unordered(a: &Ans) -> Option<(u8, &[Ans])> {
+    match a {
+        Ans::List(v) | Ans::Set(v) => Some((0, v)),
+        Ans::Union(v) => Some((1, v)),
+        _ => None,
+    }
+}
+
+/// Whether two answer shapes are equivalent. Spends the budget; false when it runs out.
+pub fn equivalent(a: &Ans, b: &Ans, budget: &mut Budget) -> bool {
+    if !budget.spend(1) {
+        return false;
+    }
+    match (a, b) {
+        (Ans::Value { text: x, expr: ex }, Ans::Value { text: y, expr: ey }) => {
+            if x == y {
+                return true;
+            }
+            match (ex, ey) {
+                (Some(ex), Some(ey)) => eval::equivalent(ex, ey, budget) == Some(true),
+                _ => false,
+            }
+        }
+        (Ans::Tuple { open: o1, close: c1, items: i1 }, Ans::Tuple { open: o2, close: c2, items: i2 }) => {
+            o1 == o2 && c1 == c2 && i1.len() == i2.len() && i1.iter().zip(i2).all(|(x, y)| equivalent(x, y, budget))
+        }
+        (Ans::Matrix(r1), Ans::Matrix(r2)) => {
+            r1.len() == r2.len()
+                && r1.iter().zip(r2).all(|(x, y)| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equivalent(p, q, budget)))
+        }
+        (Ans::Equation(l1, r1), Ans::Equation(l2, r2)) => {
+            (equivalent(l1, l2, budget) && equivalent(r1, r2, budget))
+                || (equivalent(l1, r2, budget) && equivalent(r1, l2, budget))
+        }
+        _ => match (unordered(a), unordered(b)) {
+            (Some((k1, x)), Some((k2, y))) if k1 == k2 => same_multiset(x, y, budget),
+            _ => false,
+        },
+    }
+}
+
+/// Every item of `x` matched to a distinct equivalent item of `y` (greedy, in order).
+fn same_multiset(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
+    if x.len() != y.len() {
+        return false;
+    }
+    let mut used = vec![false; y.len()];
+    'outer: for a in x {
+        for (j, b) in y.iter().enumerate() {
+            if !used[j] && equivalent(a, b, budget) {
+                used[j] = true;
+                continue 'outer;
+            }
+        }
+        return false;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(a: &Ans) -> String {
+        match a {
+            Ans::Value { text, .. } => text.clone(),
+            Ans::Tuple { open, close, items } => format!("{open}{}{close}", items.iter().map(text).collect::<Vec<_>>().join(";")),
+            Ans::Set(v) => format!("set[{}]", v.iter().map(text).collect::<Vec<_>>().join(";")),
+            Ans::List(v) => format!("list[{}]", v.iter().map(text).collect::<Vec<_>>().join(";")),
+            Ans::Union(v) => format!("union[{}]", v.iter().map(text).collect::<Vec<_>>().join(";")),
+            Ans::Matrix(r) => format!("mat[{}]", r.iter().map(|row| row.iter().map(text).collect::<Vec<_>>().join(",")).collect::<Vec<_>>().join(";")),
+            Ans::Equation(l, r) => format!("{}={}", text(l), text(r)),
+        }
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(text(&build("(1,2)")), "(1;2)");
+        assert_eq!(text(&build("[0,\\infty)")), "[0;\\infty)");
+        assert_eq!(text(&build("(x+1)")), "x+1");
+        assert_eq!(text(&build("(x+1)(x-1)")), "(x+1)(x-1)");
+        assert_eq!(text(&build("1,2")), "list[1;2]");
+        assert_eq!(text(&build("\\{1,2\\}")), "set[1;2]");
+        assert_eq!(text(&build("\\emptyset")), "set[]");
+        assert_eq!(text(&build("(-\\infty,1)\\cup(2,3]")), "union[(-\\infty;1);(2;3]]");
+        assert_eq!(text(&build("x=5")), "5");
+        assert_eq!(text(&build("f(x)=2x")), "2x");
+        assert_eq!(text(&build("x\\in[-2,7]")), "[-2;7]");
+        assert_eq!(text(&build("x+y=5")), "x+y=5");
+        assert_eq!(text(&build("x=1,x=2")), "list[1;2]");
+        assert_eq!(text(&build("a=1,b=2")), "list[a=1;b=2]");
+        assert_eq!(text(&build("1\\pm\\sqrt{2}")), "list[1+\\sqrt{2};1-\\sqrt{2}]");
+        assert_eq!(text(&build("\\{1\\pm\\sqrt{5},-2\\}")), "set[1+\\sqrt{5};1-\\sqrt{5};-2]");
+        assert_eq!(text(&build("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}")), "mat[1,2;3,4]");
+        assert_eq!(text(&build("\\begin{pmatrix}1\\\\2\\\\\\end{pmatrix}")), "mat[1;2]");
+        assert_eq!(text(&build("(1,2")), "(1,2");
+        assert_eq!(text(&build("A")), "A");
+    }
+
+    #[test]
+    fn bare_variables() {
+        for v in ["x", "k", "a_1", "a_{12}", "\\theta", "f(x)", "p(x,y)"] {
+            assert!(is_bare_var(v), "{v}");
+        }
+        for v in ["2", "x+y", "xy", "\\infty", "\\pi", "f(2)", ""] {
+            assert!(!is_bare_var(v), "{v}");
+        }
+    }
+}
