@@ -3,3 +3,4 @@
 pub mod optim;
 pub mod schedule;
 pub mod config;
+pub mod loss;

@@ -1,0 +1,108 @@
+//! The policy loss against hand-derived values and gradients.
+
+use candle_core::{Device, Tensor, Var};
+use cppo_train::config::LossSection;
+use cppo_train::loss::{policy_loss, LossInputs};
+
+fn t(v: &[f32]) -> Tensor {
+    Tensor::from_slice(v, (1, v.len()), &Device::Cpu).unwrap()
+}
+
+fn grad_of(lp: &Var, loss: &Tensor) -> Vec<f32> {
+    let g = loss.backward().unwrap();
+    g.get(lp.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap()
+}
+
+fn cfg() -> LossSection {
+    LossSection { beta: 0.0, epsilon_low: 0.2, epsilon_high: 0.28, ..Default::default() }
+}
+
+#[test]
+fn on_policy_gradient_is_minus_advantage_times_weight() {
+    // mu = 1: ratio = 1, d loss / d lp_t = -A * w_t.
+    let lp = Var::from_tensor(&t(&[-1.0, -2.0, -0.5])).unwrap();
+    let w = t(&[0.5, 0.25, 0.0]);
+    let mask = t(&[1.0, 1.0, 0.0]);
+    let adv = Tensor::new(&[2.0f32], &Device::Cpu).unwrap();
+    let inputs = LossInputs { logprobs: lp.as_tensor(), old_logprobs: None, ref_logprobs: None, advantages: &adv, weights: &w, mask: &mask };
+    let (loss, stats) = policy_loss(&inputs, &cfg()).unwrap();
+    assert!((stats.loss + 2.0 * 0.75).abs() < 1e-6, "loss {}", stats.loss);
+    assert_eq!(stats.tokens, 2.0);
+    let g = grad_of(&lp, &loss);
+    assert!((g[0] + 1.0).abs() < 1e-6 && (g[1] + 0.5).abs() < 1e-6 && g[2] == 0.0, "{g:?}");
+}
+
+#[test]
+fn clipped_tokens_get_no_gradient_and_are_counted_low_and_high() {
+    // old = 0; token 0 ratio e^0.5 = 1.65 > 1.28 with A > 0: clipped (high).
+    // token 1 ratio e^-0.5 = 0.61 < 0.8 with A > 0: not clipped (min picks r A).
+    let lp = Var::from_tensor(&t(&[0.5, -0.5])).unwrap();
+    let old = t(&[0.0, 0.0]);
+    let w = t(&[1.0, 1.0]);
+    let adv = Tensor::new(&[1.0f32], &Device::Cpu).unwrap();
+    let inputs = LossInputs { logprobs: lp.as_tensor(), old_logprobs: Some(&old), ref_logprobs: None, advantages: &adv, weights: &w, mask: &w };
+    let (loss, stats) = policy_loss(&inputs, &cfg()).unwrap();
+    let g = grad_of(&lp, &loss);
+    assert_eq!(g[0], 0.0);
+    assert!((g[1] + (-0.5f32).exp()).abs() < 1e-6);
+    assert_eq!((stats.clipped_high, stats.clipped_low), (1.0, 0.0));
+    // With A < 0 the roles swap: token 1 (ratio 0.61 < 0.8) is clipped low.
+    let adv = Tensor::new(&[-1.0f32], &Device::Cpu).unwrap();
+    let inputs = LossInputs { advantages: &adv, ..inputs };
+    let (loss, stats) = policy_loss(&inputs, &cfg()).unwrap();
+    let g = grad_of(&lp, &loss);
+    assert_eq!(g[1], 0.0);
+    assert!((g[0] - 0.5f32.exp()).abs() < 1e-5);
+    assert_eq!((stats.clipped_high, stats.clipped_low), (0.0, 1.0));
+}
+
+#[test]
+fn dual_clip_bounds_negative_advantage_losses() {
+    // ratio e^2 = 7.39, A = -1: PPO loss 7.39, dual clip c = 3 bounds it at 3 with zero gradient.
+    let lp = Var::from_tensor(&t(&[2.0])).unwrap();
+    let old = t(&[0.0]);
+    let w = t(&[1.0]);
+    let adv = Tensor::new(&[-1.0f32], &Device::Cpu).unwrap();
+    let inputs = LossInputs { logprobs: lp.as_tensor(), old_logprobs: Some(&old), ref_logprobs: None, advantages: &adv, weights: &w, mask: &w };
+    let (_, plain) = policy_loss(&inputs, &cfg()).unwrap();
+    assert!((plain.loss - 2f64.exp()).abs() < 1e-4);
+    let dual = LossSection { dual_clip: Some(3.0), ..cfg() };
+    let (loss, stats) = policy_loss(&inputs, &dual).unwrap();
+    assert!((stats.loss - 3.0).abs() < 1e-6);
+    assert_eq!(stats.dual_clipped, 1.0);
+    assert_eq!(grad_of(&lp, &loss)[0], 0.0);
+}
+
+#[test]
+fn k3_kl_term_matches_its_formula_and_gradient() {
+    let lp = Var::from_tensor(&t(&[-1.0, -2.0])).unwrap();
+    let reference = t(&[-1.5, -1.0]);
+    let w = t(&[0.5, 0.5]);
+    let adv = Tensor::new(&[0.0f32], &Device::Cpu).unwrap();
+    let c = LossSection { beta: 0.1, ..cfg() };
+    let ones = t(&[1.0, 1.0]);
+    let inputs = LossInputs { logprobs: lp.as_tensor(), old_logprobs: None, ref_logprobs: Some(&reference), advantages: &adv, weights: &w, mask: &ones };
+    let (loss, stats) = policy_loss(&inputs, &c).unwrap();
+    let k3 = |lp: f64, r: f64| (r - lp).exp() - (r - lp) - 1.0;
+    let expected = k3(-1.0, -1.5) + k3(-2.0, -1.0);
+    assert!((stats.kl_sum - expected).abs() < 1e-5);
+    assert!((stats.loss - 0.1 * 0.5 * expected).abs() < 1e-6);
+    // d k3 / d lp = 1 - exp(ref - lp).
+    let g = grad_of(&lp, &loss);
+    for (i, (l, r)) in [(-1.0f64, -1.5f64), (-2.0, -1.0)].iter().enumerate() {
+        let want = 0.1 * 0.5 * (1.0 - (r - l).exp());
+        assert!((g[i] as f64 - want).abs() < 1e-5, "{} vs {want}", g[i]);
+    }
+    // A clamp bounds the estimate.
+    let clamped = LossSection { kl_clamp: Some(0.1), ..c };
+    let (_, stats) = policy_loss(&inputs, &clamped).unwrap();
+    assert!(stats.kl_sum <= 0.2 + 1e-6);
+}
+
+#[test]
+fn beta_without_reference_is_an_error() {
+    let lp = t(&[-1.0]);
+    let adv = Tensor::new(&[1.0f32], &Device::Cpu).unwrap();
+    let inputs = LossInputs { logprobs: &lp, old_logprobs: None, ref_logprobs: None, advantages: &adv, weights: &lp, mask: &lp };
+    assert!(policy_loss(&inputs, &LossSection { beta: 0.1, ..cfg() }).is_err());
+}
