@@ -50,10 +50,14 @@ impl Source {
     }
 }
 
-/// Reads the gold answer from a reference (see the module docs); `None` for an empty reference.
+/// Reads the gold answer from a reference (see the module docs). `None` for an empty reference, and
+/// for one whose only boxes are empty (`\boxed{}`: two MATH train solutions lost their answer so).
 pub fn gold_answer(reference: &str) -> Option<&str> {
     if let Some(b) = last_boxed(reference) {
         return Some(b);
+    }
+    if has_empty_box(reference) {
+        return None;
     }
     let tail = match reference.rfind("####") {
         Some(p) => &reference[p + 4..],
@@ -61,6 +65,12 @@ pub fn gold_answer(reference: &str) -> Option<&str> {
     };
     let tail = tail.trim();
     (!tail.is_empty()).then_some(tail)
+}
+
+fn has_empty_box(text: &str) -> bool {
+    ["\\boxed{", "\\fbox{"].iter().any(|open| {
+        text.match_indices(open).any(|(p, _)| text[p + open.len()..].trim_start().starts_with('}'))
+    })
 }
 
 /// The model's answer and where it came from (see the module docs for the order).

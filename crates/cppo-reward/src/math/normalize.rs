@@ -77,6 +77,14 @@ fn prev_non_space(nodes: &[Node], end: usize) -> Option<usize> {
 /// Drops a trailing unit: `\text{...}` (optionally raised to a power, `\text{ cm}^2`) or a known unit
 /// word after a space, when something else precedes it.
 fn drop_trailing_unit(nodes: &[Node]) -> &[Node] {
+    // A final full stop (`7\text{ hours}.`) does not hide the unit.
+    let mut nodes = nodes;
+    while let Some(last) = prev_non_space(nodes, nodes.len()) {
+        if nodes[last] != Node::Char('.') {
+            break;
+        }
+        nodes = &nodes[..last];
+    }
     let Some(mut last) = prev_non_space(nodes, nodes.len()) else { return nodes };
     // `...^2` / `...^{2}` after the unit.
     if let Some(caret) = prev_non_space(nodes, last) {
@@ -211,6 +219,15 @@ impl Writer {
                 i + 1
             }
             Node::Sym(c) => {
+                if *c == '!' && self.out.ends_with(',') {
+                    // `1,\!000`: a comma tied to the next digit group separates thousands.
+                    let before_digit = self.out[..self.out.len() - 1].ends_with(|d: char| d.is_ascii_digit());
+                    let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
+                    let group_after = (1..=3).all(|k| digit_at(i + k)) && !digit_at(i + 4);
+                    if before_digit && group_after {
+                        self.out.pop();
+                    }
+                }
                 match c {
                     '{' => self.cmd_sym("\\{"),
                     '}' => self.cmd_sym("\\}"),
@@ -382,7 +399,7 @@ impl Writer {
     }
 
     fn finish(self) -> String {
-        let mut s = self.out.replace("{,}", ",");
+        let mut s = thousands_braces(&self.out);
         loop {
             let t = s.trim_end_matches(['.', ',']).trim();
             let t = strip_outer_braces(t);
@@ -396,6 +413,26 @@ impl Writer {
         }
         plus_infinity(&s)
     }
+}
+
+/// `1{,}000` -> `1000` (the `{,}` idiom between digits); any other `{,}` is a comma.
+fn thousands_braces(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(p) = rest.find("{,}") {
+        let before = &rest[..p];
+        out.push_str(before);
+        let after = &rest[p + 3..];
+        let digit_before = out.ends_with(|d: char| d.is_ascii_digit());
+        let b = after.as_bytes();
+        let group_after = b.len() >= 3 && b[..3].iter().all(u8::is_ascii_digit) && !b.get(3).is_some_and(u8::is_ascii_digit);
+        if !(digit_before && group_after) {
+            out.push(',');
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `{x}` -> `x` when the first brace closes at the very end (not `{a}{b}`).
@@ -483,6 +520,10 @@ mod tests {
         assert_eq!(n(r"10 \sqrt{2}"), r"10\sqrt{2}");
         assert_eq!(n(r"\left( 3, \frac{\pi}{2} \right)"), r"(3,\frac{\pi}{2})");
         assert_eq!(n(r"135,\!000"), "135000");
+        assert_eq!(n(r"\dfrac{1}{29,\!322,\!216}"), r"\frac{1}{29322216}");
+        assert_eq!(n(r"\frac{2469}{20{,}000}"), r"\frac{2469}{20000}");
+        assert_eq!(n(r"(1{,}2)"), "(1,2)");
+        assert_eq!(n(r"(1,\!2)"), "(1,2)");
         assert_eq!(n(r"1{,}000"), "1000");
         assert_eq!(n("1, 000"), "1,000");
         assert_eq!(n(r"\pi r"), r"\pi r");
@@ -495,6 +536,7 @@ mod tests {
         assert_eq!(n(r"480 + 480\sqrt{3}\text{ feet}"), r"480+480\sqrt{3}");
         assert_eq!(n(r"125\textnormal{ miles}"), "125");
         assert_eq!(n("8 cm"), "8");
+        assert_eq!(n(r"7\text{ hours}."), "7");
         assert_eq!(n(r"75^\circ"), "75");
         assert_eq!(n(r"22.5^{\circ}"), "22.5");
         assert_eq!(n(r"64\%"), "64");

@@ -7,6 +7,8 @@
 //! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped. In a list whose items
 //!   name different variables (`a=1, b=2`) the names are kept and matched.
 //! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions.
+//! - `a \approx b` is the answer `a` (when the other side writes an approximation too, both must agree);
+//!   `\approx b` alone is `b`. Items may also be separated by `;`.
 //! - Values compare equal when their normalised text is identical, or else when both parse as
 //!   expressions that are numerically equivalent ([`super::eval`]).
 
@@ -25,6 +27,9 @@ pub enum Ans {
     Union(Vec<Ans>),
     Matrix(Vec<Vec<Ans>>),
     Equation(Box<Ans>, Box<Ans>),
+    /// `exact \approx approximation`: equals a plain answer equal to the exact side, or another
+    /// approximation whose two sides both agree.
+    Approx(Box<Ans>, Box<Ans>),
 }
 
 /// Splits a normalised string into units: `\name`, `\` plus one character, or one character.
@@ -176,9 +181,18 @@ fn build_at(s: &str, depth: usize) -> Ans {
         }
         return Ans::Union(unions.iter().map(|p| build_at(p, depth + 1)).collect());
     }
-    let parts = split_top(s, &us, ",");
-    if parts.len() > 1 {
-        return items(&parts, depth).map_or_else(|| value(s), Ans::List);
+    for sep in [";", ","] {
+        let parts = split_top(s, &us, sep);
+        if parts.len() > 1 {
+            return items(&parts, depth).map_or_else(|| value(s), Ans::List);
+        }
+    }
+    let approx = split_top(s, &us, "\\approx");
+    if approx.len() == 2 {
+        if approx[0].trim().is_empty() {
+            return build_at(approx[1], depth + 1);
+        }
+        return Ans::Approx(Box::new(build_at(approx[0], depth + 1)), Box::new(build_at(approx[1], depth + 1)));
     }
     if let Some((p, m)) = expand_pm(s) {
         return Ans::List(vec![build_at(&p, depth + 1), build_at(&m, depth + 1)]);
@@ -253,7 +267,8 @@ fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
     names.dedup();
     let keep_names = names.len() > 1;
     let mut out = Vec::new();
-    for (part, label) in parts.iter().zip(&labelled) {
+    // Empty items come from `2, 3, and 4` (`and` -> `,`) or a trailing comma.
+    for (part, label) in parts.iter().zip(&labelled).filter(|(p, _)| !p.trim().is_empty()) {
         match label {
             Some((name, rhs)) if keep_names => {
                 out.push(Ans::Equation(Box::new(value(name)), Box::new(build_at(rhs, depth + 1))));
@@ -328,6 +343,8 @@ pub fn equivalent(a: &Ans, b: &Ans, budget: &mut Budget) -> bool {
             r1.len() == r2.len()
                 && r1.iter().zip(r2).all(|(x, y)| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equivalent(p, q, budget)))
         }
+        (Ans::Approx(e1, a1), Ans::Approx(e2, a2)) => equivalent(e1, e2, budget) && equivalent(a1, a2, budget),
+        (Ans::Approx(e, _), other) | (other, Ans::Approx(e, _)) => equivalent(e, other, budget),
         (Ans::Equation(l1, r1), Ans::Equation(l2, r2)) => {
             (equivalent(l1, l2, budget) && equivalent(r1, r2, budget))
                 || (equivalent(l1, r2, budget) && equivalent(r1, l2, budget))
@@ -370,6 +387,7 @@ mod tests {
             Ans::Union(v) => format!("union[{}]", v.iter().map(text).collect::<Vec<_>>().join(";")),
             Ans::Matrix(r) => format!("mat[{}]", r.iter().map(|row| row.iter().map(text).collect::<Vec<_>>().join(",")).collect::<Vec<_>>().join(";")),
             Ans::Equation(l, r) => format!("{}={}", text(l), text(r)),
+            Ans::Approx(e, a) => format!("{}~{}", text(e), text(a)),
         }
     }
 
@@ -395,6 +413,10 @@ mod tests {
         assert_eq!(text(&build("\\begin{pmatrix}1\\\\2\\\\\\end{pmatrix}")), "mat[1;2]");
         assert_eq!(text(&build("(1,2")), "(1,2");
         assert_eq!(text(&build("A")), "A");
+        assert_eq!(text(&build("2,3,,4")), "list[2;3;4]");
+        assert_eq!(text(&build("(-4,27);(2,15)")), "list[(-4;27);(2;15)]");
+        assert_eq!(text(&build("\\frac{2}{3}\\approx0.67")), "\\frac{2}{3}~0.67");
+        assert_eq!(text(&build("\\approx8.24")), "8.24");
     }
 
     #[test]

@@ -1,0 +1,201 @@
+//! Gold extraction and self-consistency over the real datasets in /work/shared/data: every reference
+//! graded against itself is correct, through every extraction path, and a wrong answer is not.
+
+use std::path::PathBuf;
+
+use cppo_reward::math::structure::{self, Ans};
+use cppo_reward::{gsm8k, math};
+use serde_json::Value;
+
+fn data_dir() -> PathBuf {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"));
+    assert!(dir.is_dir(), "dataset directory {} is missing: these tests need the shared data (see its README.md)", dir.display());
+    dir
+}
+
+fn records(rel: &str) -> Vec<Value> {
+    let path = data_dir().join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}:{}: invalid JSON: {e}", path.display(), i + 1)))
+        .collect()
+}
+
+fn field<'a>(r: &'a Value, name: &str, file: &str, i: usize) -> &'a str {
+    r.get(name).and_then(Value::as_str).unwrap_or_else(|| panic!("{file}:{}: no string field `{name}`", i + 1))
+}
+
+/// Collects failures so one run reports all of them (the first few in full).
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(what());
+        }
+    }
+
+    fn assert_none(&self, label: &str, total: usize) {
+        eprintln!("{label}: {} of {total} checks failed", self.0.len());
+        for f in self.0.iter().take(25) {
+            eprintln!("  {f}");
+        }
+        assert!(self.0.is_empty(), "{label}: {} failures (first: {})", self.0.len(), self.0[0]);
+    }
+}
+
+fn all_values_parse(a: &Ans) -> bool {
+    match a {
+        Ans::Value { expr, .. } => expr.is_some(),
+        Ans::Tuple { items, .. } | Ans::Set(items) | Ans::List(items) | Ans::Union(items) => items.iter().all(all_values_parse),
+        Ans::Matrix(rows) => rows.iter().flatten().all(all_values_parse),
+        Ans::Equation(l, r) | Ans::Approx(l, r) => all_values_parse(l) && all_values_parse(r),
+    }
+}
+
+/// Solutions whose only `\boxed{}` is empty: the dataset lost their answers, so they have no gold.
+const KNOWN_EMPTY_BOXES: &[&str] = &["math/train.jsonl:5530", "math/train.jsonl:5532"];
+
+/// Grades a MATH reference against itself through each extraction path, and wrong answers against it.
+fn check_math_reference(reference: &str, label: &str, fails: &mut Failures, parsed: &mut usize, no_gold: &mut Vec<String>) -> usize {
+    let Some(gold) = math::gold_answer(reference) else {
+        fails.check(reference.contains("\\boxed{}"), || format!("{label}: no gold answer extracted"));
+        no_gold.push(label.to_string());
+        let s = math::grade("\\boxed{0}", reference);
+        fails.check(s.correct == Some(false), || format!("{label}: graded correct without a gold answer"));
+        return 2;
+    };
+    if let Ok(n) = math::normalize(gold) {
+        if all_values_parse(&structure::build(&n)) {
+            *parsed += 1;
+        }
+    }
+    let s = math::grade(reference, reference);
+    fails.check(s.correct == Some(true), || format!("{label}: solution vs itself: {}", s.reason));
+    for completion in [
+        format!("<think>...</think>\n<answer>{gold}</answer>"),
+        format!("So the final answer is ${gold}$."),
+        format!("We conclude that the value is ${gold}$"),
+    ] {
+        let s = math::grade(&completion, reference);
+        fails.check(s.correct == Some(true), || format!("{label}: {completion:?}: {}", s.reason));
+    }
+    for wrong in [format!("\\boxed{{{gold}+1}}"), format!("\\boxed{{1+{gold}}}")] {
+        let s = math::grade(&wrong, reference);
+        fails.check(s.correct == Some(false), || format!("{label}: wrong answer {wrong:?} graded correct: {}", s.reason));
+    }
+    6
+}
+
+#[test]
+fn math_train_and_math500_references_grade_themselves() {
+    let mut fails = Failures::default();
+    let (mut checks, mut golds, mut parsed) = (0, 0, 0);
+    let mut no_gold = Vec::new();
+    for (i, r) in records("math/train.jsonl").iter().enumerate() {
+        let solution = field(r, "solution", "math/train.jsonl", i);
+        checks += check_math_reference(solution, &format!("math/train.jsonl:{}", i + 1), &mut fails, &mut parsed, &mut no_gold);
+        golds += 1;
+    }
+    for (i, r) in records("math500/test.jsonl").iter().enumerate() {
+        let file = "math500/test.jsonl";
+        let (solution, answer) = (field(r, "solution", file, i), field(r, "answer", file, i));
+        let label = format!("{file}:{}", i + 1);
+        checks += check_math_reference(solution, &label, &mut fails, &mut parsed, &mut no_gold);
+        golds += 1;
+        // The bare `answer` field as the reference, and as the answer to the solution.
+        let s = math::grade(solution, answer);
+        fails.check(s.correct == Some(true), || format!("{label}: solution vs `answer` field: {}", s.reason));
+        let from_solution = math::gold_answer(solution).unwrap_or("");
+        fails.check(math::is_equiv(answer, from_solution), || format!("{label}: `answer` {answer:?} vs boxed {from_solution:?}"));
+        checks += 2;
+    }
+    eprintln!("MATH references: {golds}; without a gold answer: {no_gold:?}; golds whose values all parse as expressions: {parsed}");
+    assert_eq!(no_gold, KNOWN_EMPTY_BOXES, "references without a gold answer");
+    assert_eq!(golds, 8000, "expected 7500 MATH train + 500 MATH-500 records");
+    fails.assert_none("MATH references", checks);
+}
+
+#[test]
+fn gsm8k_references_grade_themselves() {
+    let mut fails = Failures::default();
+    let mut checks = 0;
+    let mut golds = 0;
+    for file in ["gsm8k/test.jsonl", "gsm8k/train.jsonl"] {
+        for (i, r) in records(file).iter().enumerate() {
+            let reference = field(r, "answer", file, i);
+            let label = format!("{file}:{}", i + 1);
+            golds += 1;
+            let gold = match gsm8k::gold_answer(reference) {
+                gsm8k::Gold::Number(d) => d,
+                other => {
+                    fails.check(false, || format!("{label}: gold is not a number: {other}"));
+                    continue;
+                }
+            };
+            let g: i128 = gold.to_string().parse().unwrap_or_else(|_| panic!("{label}: gold {gold} is not an integer"));
+            let s = gsm8k::grade(reference, reference);
+            fails.check(s.correct == Some(true), || format!("{label}: solution vs itself: {}", s.reason));
+            let with_commas = gold.to_string().parse::<i128>().map(group_thousands).unwrap_or_default();
+            for completion in [
+                format!("<think>...</think>\n<answer>{gold}</answer>"),
+                format!("<answer>The answer is ${with_commas}.</answer>"),
+                format!("The total is \\boxed{{{gold}}}."),
+                format!("so she pays {with_commas} dollars."),
+            ] {
+                let s = gsm8k::grade(&completion, reference);
+                fails.check(s.correct == Some(true), || format!("{label}: {completion:?}: {}", s.reason));
+            }
+            for wrong in [format!("#### {}", g + 1), format!("<answer>{}</answer>", g - 1)] {
+                let s = gsm8k::grade(&wrong, reference);
+                fails.check(s.correct == Some(false), || format!("{label}: wrong {wrong:?} graded correct: {}", s.reason));
+            }
+            checks += 7;
+        }
+    }
+    assert_eq!(golds, 1319 + 7473, "expected the GSM8K test and train splits");
+    fails.assert_none("GSM8K references", checks);
+}
+
+fn group_thousands(n: i128) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+#[test]
+fn amc_and_aime_numeric_answers_match_plain_boxes() {
+    let mut fails = Failures::default();
+    let mut checks = 0;
+    for file in ["amc23/test.jsonl", "aime24/test.jsonl"] {
+        for (i, r) in records(file).iter().enumerate() {
+            let answer = match r.get("answer") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => panic!("{file}:{}: no `answer`", i + 1),
+            };
+            let value: f64 = answer.parse().unwrap_or_else(|_| panic!("{file}:{}: answer {answer:?} is not a number", i + 1));
+            let plain = format!("\\boxed{{{}}}", value as i64);
+            let s = math::grade(&plain, &answer);
+            fails.check(s.correct == Some(true), || format!("{file}:{}: {plain} vs {answer}: {}", i + 1, s.reason));
+            let off = format!("\\boxed{{{}}}", value as i64 + 1);
+            let s = math::grade(&off, &answer);
+            fails.check(s.correct == Some(false), || format!("{file}:{}: {off} vs {answer} graded correct", i + 1));
+            checks += 2;
+        }
+    }
+    fails.assert_none("AMC/AIME answers", checks);
+}
