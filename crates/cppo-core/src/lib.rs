@@ -4,12 +4,14 @@
 //! - [`advantage`]: per-group advantages (GRPO, Dr.GRPO, RLOO, REINFORCE++);
 //! - [`select`]: which completions reach the update (all, CPPO, PODS, ablations, DAPO filter);
 //! - [`allocate`]: how many questions to sample so the kept completions fill the update;
-//! - [`loss`]: the per-completion weight of each token in the batch loss.
+//! - [`loss`]: the per-completion weight of each token in the batch loss;
+//! - [`passk`]: pass@k and avg@n for evaluation.
 
 pub mod advantage;
 pub mod allocate;
 pub mod error;
 pub mod loss;
+pub mod passk;
 pub mod problem;
 pub mod select;
 
