@@ -75,6 +75,14 @@ pub fn gold_answer(reference: &str) -> Gold {
 
 /// The model's numeric answer and where it came from (see the module docs for the order).
 pub fn extract_answer(completion: &str) -> Option<(Decimal, Source)> {
+    // LaTeX thousands separators (`1{,}000`, `1,\!000`) read as plain commas.
+    let cleaned;
+    let completion = if completion.contains("{,}") || completion.contains(",\\!") {
+        cleaned = completion.replace("{,}", ",").replace(",\\!", ",");
+        cleaned.as_str()
+    } else {
+        completion
+    };
     if let Some(d) = last_tag_content(completion, "answer").and_then(last_number) {
         return Some((d, Source::AnswerTag));
     }

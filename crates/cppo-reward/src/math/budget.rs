@@ -8,7 +8,7 @@ pub struct Budget {
     left: u64,
     /// The budget ran out at some point: a "not equivalent" verdict may be a give-up.
     pub exhausted: bool,
-    /// Some comparison needed numeric evaluation.
+    /// Some pair of values was shown equal by numeric evaluation.
     pub numeric: bool,
 }
 

@@ -26,7 +26,7 @@ use cppo_core::Problem;
 pub use budget::Budget;
 pub use normalize::normalize;
 
-use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES};
+use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, STEP_BUDGET};
 use crate::scan::{after_answer_phrase, last_boxed, last_inline_math, last_tag_content};
 use crate::{Reward, Score};
 
@@ -128,12 +128,17 @@ impl How {
 pub struct Verdict {
     pub equal: bool,
     pub how: How,
-    /// Work spent, in budget steps (never above [`crate::limits::STEP_BUDGET`]).
+    /// Work spent, in budget steps (never above the budget, [`STEP_BUDGET`] by default).
     pub steps: u64,
 }
 
 /// Compares two answers (each as written, e.g. the contents of a `\boxed{}`).
 pub fn compare(a: &str, b: &str) -> Verdict {
+    compare_with_budget(a, b, STEP_BUDGET)
+}
+
+/// [`compare`] with a work budget other than [`STEP_BUDGET`].
+pub fn compare_with_budget(a: &str, b: &str, steps: u64) -> Verdict {
     let (a, b) = (a.trim(), b.trim());
     if a.len() > MAX_ANSWER_BYTES || b.len() > MAX_ANSWER_BYTES {
         return Verdict { equal: a == b, how: How::TooLong, steps: 0 };
@@ -146,7 +151,7 @@ pub fn compare(a: &str, b: &str) -> Verdict {
         return Verdict { equal: true, how: How::Identical, steps: 0 };
     }
     let (sa, sb) = (structure::build(&na), structure::build(&nb));
-    let mut budget = Budget::default();
+    let mut budget = Budget::new(steps);
     let equal = structure::equivalent(&sa, &sb, &mut budget);
     let how = match (equal, budget.numeric, budget.exhausted) {
         (true, true, _) => How::Numeric,

@@ -332,7 +332,11 @@ pub fn equivalent(a: &Ans, b: &Ans, budget: &mut Budget) -> bool {
                 return true;
             }
             match (ex, ey) {
-                (Some(ex), Some(ey)) => eval::equivalent(ex, ey, budget) == Some(true),
+                (Some(ex), Some(ey)) => {
+                    let same = eval::equivalent(ex, ey, budget) == Some(true);
+                    budget.numeric |= same;
+                    same
+                }
                 _ => false,
             }
         }

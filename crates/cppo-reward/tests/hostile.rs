@@ -1,0 +1,138 @@
+//! Hostile input: deep nesting, huge numbers, megabyte strings, unbalanced braces. Every call must return
+//! a verdict (no panic, no stack overflow) and spend no more work than its budget; the caps that make
+//! this so are checked directly.
+
+use cppo_reward::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, MAX_DEPTH, STEP_BUDGET};
+use cppo_reward::math::{self, How};
+use cppo_reward::{format, gsm8k};
+use proptest::prelude::*;
+
+const MB: usize = 1 << 20;
+
+fn grade_everything(completion: &str, reference: &str) {
+    let m = math::grade(completion, reference);
+    let g = gsm8k::grade(completion, reference);
+    let _ = format::format_violation(completion);
+    assert!(m.value.is_finite() && g.value.is_finite());
+    assert!(m.reason.len() < 4 * MB && g.reason.len() < 4 * MB);
+}
+
+#[test]
+fn huge_numbers_are_not_equal_to_each_other() {
+    for (a, b) in [
+        ("10^{10^{10}}", "10^{10^{11}}"),
+        ("10^10^10", "10^10^11"),
+        ("2^{100000}", "2^{100000}+1"),
+        ("9!!!", "9!!!+1"),
+        ("\\binom{10^{9}}{5\\cdot10^{8}}", "0"),
+        (&"9".repeat(4000), &format!("{}8", "9".repeat(3999))),
+    ] {
+        let v = math::compare(a, b);
+        assert!(!v.equal, "{a} vs {b}: {v:?}");
+        assert!(math::compare(a, a).equal);
+    }
+    // Large but exact powers still compare exactly.
+    assert!(math::is_equiv("2^{100}", "1267650600228229401496703205376"));
+    assert!(!math::is_equiv("2^{100}", "1267650600228229401496703205377"));
+}
+
+#[test]
+fn deep_nesting_hits_the_depth_cap_not_the_stack() {
+    let depth = 5000;
+    let cases = [
+        format!("{}1{}", "{".repeat(depth), "}".repeat(depth)),
+        format!("{}1{}", "(".repeat(depth), ")".repeat(depth)),
+        format!("{}1{}", "\\frac{1}{".repeat(depth), "}".repeat(depth)),
+        format!("{}x", "-".repeat(depth)),
+        format!("x{}", "^x".repeat(depth)),
+        format!("{}1{}", "\\sqrt{".repeat(depth), "}".repeat(depth)),
+        format!("{}1{}", "\\{".repeat(depth), "\\}".repeat(depth)),
+        format!("{}1{}", "\\begin{pmatrix}".repeat(depth / 10), "\\end{pmatrix}".repeat(depth / 10)),
+        format!("1{}", "+1".repeat(depth)),
+    ];
+    for a in &cases {
+        let short: String = a.chars().take(40).collect();
+        let v = math::compare(a, "1");
+        assert!(v.steps <= STEP_BUDGET, "{short}: {v:?}");
+        assert!(math::compare(a, a).equal, "{short}");
+        grade_everything(&format!("\\boxed{{{a}}}"), a);
+    }
+    // Just within the caps, nesting is still understood.
+    let ok = format!("{}1{}", "(".repeat(MAX_DEPTH / 2), ")".repeat(MAX_DEPTH / 2));
+    assert!(math::is_equiv(&ok, "1"));
+    let too_deep = format!("{}1{}", "{".repeat(MAX_DEPTH + 5), "}".repeat(MAX_DEPTH + 5));
+    assert_eq!(math::compare(&too_deep, "1").how, How::Malformed);
+}
+
+#[test]
+fn unbalanced_braces_compare_as_text() {
+    for a in ["{", "}", "\\frac{1}{2", "\\boxed{", "((1,2)", "[0,1))", "\\left( 1", "\\{1,2", "\\begin{pmatrix}1"] {
+        assert!(math::compare(a, a).equal, "{a}");
+        assert!(!math::compare(a, "1").equal, "{a}");
+        grade_everything(a, a);
+    }
+    let v = math::compare("\\frac{1}{2", "\\frac{1}{2}");
+    assert_eq!((v.equal, v.how), (false, How::Malformed));
+}
+
+#[test]
+fn megabyte_strings_are_handled_linearly() {
+    let cases = [
+        "\\boxed{".repeat(MB / 7),
+        "{".repeat(MB),
+        "}".repeat(MB),
+        "1".repeat(MB),
+        "1,000,".repeat(MB / 6),
+        "<answer>".repeat(MB / 8),
+        "$".repeat(MB),
+        "\\(".repeat(MB / 2),
+        "answer is ".repeat(MB / 10),
+        "<think>".repeat(MB / 7) + "</think>\n<answer>" + &"</answer> ".repeat(MB / 10),
+        format!("\\boxed{{{}}}", "x+".repeat(MB / 2)),
+        "é".repeat(MB / 2),
+    ];
+    for c in &cases {
+        grade_everything(c, c);
+        grade_everything(c, "#### 18");
+        grade_everything(c, "\\boxed{\\frac{1}{2}}");
+    }
+    let long = "x".repeat(MAX_ANSWER_BYTES + 1);
+    assert_eq!(math::compare(&long, &long).how, How::TooLong);
+    assert!(!math::compare(&long, "x").equal);
+    let too_long = "1".repeat(MAX_COMPLETION_BYTES + 1);
+    let s = gsm8k::grade(&too_long, "#### 1");
+    assert_eq!(s.correct, Some(false));
+    assert!(s.reason.contains("too long"), "{}", s.reason);
+}
+
+#[test]
+fn the_work_budget_bounds_big_unordered_comparisons() {
+    // 60 distinct polynomials against the same list reversed: greedy matching evaluates many pairs.
+    let items: Vec<String> = (1..=60).map(|k| format!("x^{{{k}}}+{k}x+\\sqrt{{x+{k}}}")).collect();
+    let forward = items.join(", ");
+    let backward: Vec<String> = items.iter().rev().cloned().collect();
+    let backward = backward.join(", ");
+    let full = math::compare(&forward, &backward);
+    assert!(full.equal, "{full:?}");
+    assert!(full.steps <= STEP_BUDGET);
+    let small = math::compare_with_budget(&forward, &backward, 500);
+    assert_eq!((small.equal, small.how), (false, How::BudgetExhausted));
+    assert!(small.steps <= 500, "{small:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_hostile_compositions_stay_within_budget(
+        unit in prop::sample::select(vec!["{", "}", "(", ")", "\\frac{", "\\sqrt{", "^", "10^", "!", "x", "\\{", ",", "\\pm", "\\cup", "=", "-", "\\boxed{"]),
+        repeat in 1usize..3000,
+        tail in prop::sample::select(vec!["", "}", ")", "1", "x}"]),
+    ) {
+        let a = format!("{}{}", unit.repeat(repeat), tail);
+        let v = math::compare(&a, "x");
+        prop_assert!(v.steps <= STEP_BUDGET);
+        prop_assert!(math::compare(&a, &a).equal);
+        grade_everything(&a, "\\boxed{x}");
+    }
+}
