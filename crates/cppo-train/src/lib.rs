@@ -4,3 +4,6 @@ pub mod optim;
 pub mod schedule;
 pub mod config;
 pub mod loss;
+pub mod fsutil;
+pub mod metrics;
+pub mod checkpoint;
