@@ -16,7 +16,7 @@ use cppo_core::Problem;
 use crate::limits::MAX_COMPLETION_BYTES;
 use crate::number::{first_number, last_number, parse_number, Decimal};
 use crate::scan::{last_boxed, last_tag_content};
-use crate::{Reward, Score};
+use crate::{clip, Reward, Score};
 
 /// The gold answer of a GSM8K reference.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,21 +109,24 @@ pub fn grade(completion: &str, reference: &str) -> Score {
             if let Gold::Text(t) = &gold {
                 if let Some(content) = last_tag_content(completion, "answer").map(str::trim) {
                     let ok = content == t;
-                    return Score::accuracy(ok, Some(content.to_string()), format!("answer {content:?} vs gold {gold}"));
+                    let reason = format!("answer {:?} vs gold {}", clip(content), clip(&gold.to_string()));
+                    return Score::accuracy(ok, Some(content.to_string()), reason);
                 }
             }
-            Score::accuracy(false, None, format!("no number in the completion; gold {gold}"))
+            Score::accuracy(false, None, format!("no number in the completion; gold {}", clip(&gold.to_string())))
         }
         (Gold::Number(g), Some((d, src))) => {
             let ok = &d == g;
             let verdict = if ok { "correct" } else { "wrong" };
-            Score::accuracy(ok, Some(d.to_string()), format!("{verdict}: {d} from {} vs gold {g}", src.describe()))
+            let (d, g) = (d.to_string(), g.to_string());
+            let reason = format!("{verdict}: {} from {} vs gold {}", clip(&d), src.describe(), clip(&g));
+            Score::accuracy(ok, Some(d), reason)
         }
-        (Gold::Text(_), Some((d, src))) => Score::accuracy(
-            false,
-            Some(d.to_string()),
-            format!("wrong: {d} from {} vs non-numeric gold {gold}", src.describe()),
-        ),
+        (Gold::Text(_), Some((d, src))) => {
+            let d = d.to_string();
+            let reason = format!("wrong: {} from {} vs non-numeric gold {}", clip(&d), src.describe(), clip(&gold.to_string()));
+            Score::accuracy(false, Some(d), reason)
+        }
     }
 }
 

@@ -22,3 +22,12 @@ pub use gsm8k::Gsm8kReward;
 pub use math::MathReward;
 pub use score::{Reward, Score};
 pub use weighted::Weighted;
+
+/// Text shown in a reason: long answers are cut, so a 1 MB completion does not make a 1 MB reason.
+pub(crate) fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    const SHOWN: usize = 160;
+    match s.char_indices().nth(SHOWN) {
+        None => s.into(),
+        Some((cut, _)) => format!("{}... ({} bytes)", &s[..cut], s.len()).into(),
+    }
+}

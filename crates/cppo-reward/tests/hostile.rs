@@ -14,7 +14,7 @@ fn grade_everything(completion: &str, reference: &str) {
     let g = gsm8k::grade(completion, reference);
     let _ = format::format_violation(completion);
     assert!(m.value.is_finite() && g.value.is_finite());
-    assert!(m.reason.len() < 4 * MB && g.reason.len() < 4 * MB);
+    assert!(m.reason.len() < 1000 && g.reason.len() < 1000, "reasons are clipped: {} / {}", m.reason.len(), g.reason.len());
 }
 
 #[test]

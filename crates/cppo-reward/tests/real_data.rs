@@ -161,19 +161,10 @@ fn gsm8k_references_grade_themselves() {
 }
 
 fn group_thousands(n: i128) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
+    let digits: Vec<char> = n.unsigned_abs().to_string().chars().rev().collect();
+    let groups: Vec<String> = digits.chunks(3).map(|c| c.iter().rev().collect()).rev().collect();
+    let sign = if n < 0 { "-" } else { "" };
+    format!("{sign}{}", groups.join(","))
 }
 
 #[test]

@@ -28,7 +28,7 @@ pub use normalize::normalize;
 
 use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, STEP_BUDGET};
 use crate::scan::{after_answer_phrase, last_boxed, last_inline_math, last_tag_content};
-use crate::{Reward, Score};
+use crate::{clip, Reward, Score};
 
 /// Where in the completion the answer was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,12 +176,13 @@ pub fn grade(completion: &str, reference: &str) -> Score {
         return Score::accuracy(false, None, "the reference has no answer".into());
     };
     let Some((answer, source)) = extract_answer(completion) else {
-        return Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {gold}"));
+        return Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {}", clip(gold)));
     };
     let v = compare(answer, gold);
     let shown = if answer.len() <= MAX_ANSWER_BYTES { normalize(answer).unwrap_or_else(|_| answer.to_string()) } else { answer.to_string() };
     let verdict = if v.equal { "correct" } else { "wrong" };
-    Score::accuracy(v.equal, Some(shown), format!("{verdict}: {answer} from {} vs gold {gold}: {}", source.describe(), v.how.describe()))
+    let reason = format!("{verdict}: {} from {} vs gold {}: {}", clip(answer), source.describe(), clip(gold), v.how.describe());
+    Score::accuracy(v.equal, Some(shown), reason)
 }
 
 /// Accuracy on MATH-style LaTeX answers: 1.0 when equivalent to the gold, else 0.0.

@@ -4,8 +4,9 @@
 //! (without their code): `\dfrac`/`\tfrac` -> `\frac`, `\frac12` -> `\frac{1}{2}`, `\sqrt2` ->
 //! `\sqrt{2}`, no `\left`/`\right`, no spacing commands (`\!`, `\,`, `\;`, `\quad`, `~`), no spaces, no
 //! `$`, `\%`, `^\circ`; `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
-//! `5\text{ cm}` -> `5`), `\text{ or }` -> `,`; thousands separators (`1,\!000`, `1{,}000`) removed from a
-//! lone number; `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
+//! `5\text{ cm}` -> `5`); trailing unit words dropped (known ones like `cm`, or any word of three or more
+//! letters after a number: `18 apples` -> `18`); `or` / `and` between items (plain or in `\text{}`) -> `,`;
+//! thousands separators removed (`1,\!000`, `1{,}000` anywhere; `1,000` when it is the whole answer); `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
 //! dropped. Set braces `\{ \}` are kept: they mean an unordered set.
 
 use super::latex::{parse, Node, TreeError};
@@ -40,7 +41,7 @@ const MATRIX_ENVS: &[&str] = &["pmatrix", "bmatrix", "Bmatrix", "matrix", "small
 /// Normalises one answer. Fails only on unbalanced or too deeply nested braces.
 pub fn normalize(answer: &str) -> Result<String, TreeError> {
     let pre = replace_unicode(answer.trim());
-    let nodes = parse(&pre)?;
+    let nodes = connectives_to_commas(&parse(&pre)?);
     let nodes = drop_trailing_unit(&nodes);
     let mut w = Writer::default();
     w.seq(nodes);
@@ -103,19 +104,49 @@ fn drop_trailing_unit(nodes: &[Node]) -> &[Node] {
             }
         }
     }
-    // A plain unit word: letters after a space, at the very end.
-    let end = prev_non_space(nodes, nodes.len()).map_or(0, |i| i + 1);
-    let mut start = end;
-    while start > 0 && matches!(nodes[start - 1], Node::Char(c) if c.is_ascii_alphabetic()) {
-        start -= 1;
-    }
-    if start < end && start > 0 && nodes[start - 1] == Node::Space {
-        let word: String = nodes[start..end].iter().filter_map(|n| if let Node::Char(c) = n { Some(*c) } else { None }).collect();
-        if UNIT_WORDS.contains(&word.as_str()) && has_content(&nodes[..start - 1]) {
-            return &nodes[..start - 1];
+    // Plain unit words after a space, at the very end: known units (`8 cm`), or any word of three or more
+    // letters after a number or a group (`18 apples`, `\frac{1}{2} cup`), up to three of them.
+    for _ in 0..3 {
+        let end = prev_non_space(nodes, nodes.len()).map_or(0, |i| i + 1);
+        let mut start = end;
+        while start > 0 && matches!(nodes[start - 1], Node::Char(c) if c.is_ascii_alphabetic()) {
+            start -= 1;
         }
+        if start == end || start == 0 || nodes[start - 1] != Node::Space {
+            break;
+        }
+        let word: String = nodes[start..end].iter().filter_map(|n| if let Node::Char(c) = n { Some(*c) } else { None }).collect();
+        let after_number = prev_non_space(nodes, start - 1)
+            .is_some_and(|p| matches!(&nodes[p], Node::Char(c) if c.is_ascii_digit() || *c == ')') || matches!(nodes[p], Node::Group(_)));
+        let is_unit = UNIT_WORDS.contains(&word.as_str()) && has_content(&nodes[..start - 1]);
+        if !(is_unit || word.len() >= 3 && after_number) {
+            break;
+        }
+        nodes = &nodes[..start - 1];
     }
     nodes
+}
+
+/// ` or ` and ` and ` between items, written without `\text{}`, separate list items.
+fn connectives_to_commas(nodes: &[Node]) -> Vec<Node> {
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut i = 0;
+    while i < nodes.len() {
+        let word_at = |w: &str| {
+            let n = w.len();
+            nodes.get(i) == Some(&Node::Space)
+                && nodes.get(i + n + 1) == Some(&Node::Space)
+                && w.chars().enumerate().all(|(k, c)| nodes.get(i + 1 + k) == Some(&Node::Char(c)))
+        };
+        if let Some(w) = ["or", "and"].into_iter().find(|w| word_at(w)) {
+            out.push(Node::Char(','));
+            i += w.len() + 2;
+            continue;
+        }
+        out.push(nodes[i].clone());
+        i += 1;
+    }
+    out
 }
 
 fn has_content(nodes: &[Node]) -> bool {
@@ -537,6 +568,13 @@ mod tests {
         assert_eq!(n(r"125\textnormal{ miles}"), "125");
         assert_eq!(n("8 cm"), "8");
         assert_eq!(n(r"7\text{ hours}."), "7");
+        assert_eq!(n("18 apples"), "18");
+        assert_eq!(n(r"\frac{1}{2} cup"), r"\frac{1}{2}");
+        assert_eq!(n("5 square feet"), "5");
+        assert_eq!(n("New York"), "NewYork");
+        assert_eq!(n("2 x"), "2x");
+        assert_eq!(n("x = 2 or x = 3"), "x=2,x=3");
+        assert_eq!(n("1 and 2"), "1,2");
         assert_eq!(n(r"75^\circ"), "75");
         assert_eq!(n(r"22.5^{\circ}"), "22.5");
         assert_eq!(n(r"64\%"), "64");
