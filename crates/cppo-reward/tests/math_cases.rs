@@ -263,3 +263,41 @@ fn grading_and_the_reward() {
     assert_eq!(MathReward.score(r"\boxed{(3, \frac{\pi}{2})}", &p).value, 1.0);
     assert_eq!(MathReward.score(r"\boxed{[3, \frac{\pi}{2}]}", &p).value, 0.0);
 }
+
+#[test]
+fn typical_model_outputs() {
+    let cases: &[(&str, &str, bool)] = &[
+        ("Therefore, the final answer is: $\\boxed{\\frac{3}{4}}$. I hope it is correct.", "\\frac34", true),
+        ("**Final Answer**\n\n\\[ \\boxed{12} \\]", "12", true),
+        ("so the angle is $\\boxed{12^\\circ}$", "12", true),
+        ("\\boxed{x=2}", "2", true),
+        ("\\boxed{\\$12.50}", "12.50", true),
+        ("\\boxed{12,345}", "12,\\!345", true),
+        ("\\boxed{1, 2, 3}", "3,2,1", true),
+        ("\\boxed{\\text{C}}", "\\text{(C)}", true),
+        ("\\boxed{(D)}", "\\text{(C)}", false),
+        ("\\boxed{\\frac{1}{\\sqrt{3}}}", "\\frac{\\sqrt{3}}{3}", true),
+        ("\\boxed{\\sqrt{27}}", "3\\sqrt{3}", true),
+        ("\\boxed{(x+1)^{2}}", "x^2+2x+1", true),
+        ("\\boxed{2.25}", "\\dfrac{9}{4}", true),
+        ("\\boxed{562949953421312}", "2^{49}", true),
+        ("\\boxed{562949953421313}", "2^{49}", false),
+        ("\\boxed{-562949953421312}", "-2^{49}", true),
+        ("\\boxed{6}", "6\\%", true),
+        ("\\boxed{0.06}", "6\\%", false),
+        ("\\boxed{2 dollars}", "\\$2", true),
+        ("The answer is 18 apples.", "18", true),
+        ("<answer>The answer is 18 apples.</answer>", "18", true),
+        ("<answer>x = 2 or x = 3</answer>", "2, 3", true),
+        ("<answer>x = 2 or x = 4</answer>", "2, 3", false),
+        ("\\boxed{1+274i}", "274i + 1", true),
+        ("\\boxed{\\frac{1}{2} + \\frac{\\sqrt{3}}{2}i}", "\\frac{1+i\\sqrt{3}}{2}", true),
+        ("\\boxed{(-\\infty, -1) \\cup (4, \\infty)}", "(-\\infty, -1) \\cup (4, \\infty)", true),
+        ("\\boxed{(4, \\infty) \\cup (-\\infty, -1)}", "(-\\infty, -1) \\cup (4, \\infty)", true),
+        ("\\boxed{(-\\infty, -1] \\cup (4, \\infty)}", "(-\\infty, -1) \\cup (4, \\infty)", false),
+    ];
+    for (completion, gold, expected) in cases {
+        let s = math::grade(completion, gold);
+        assert_eq!(s.correct, Some(*expected), "{completion:?} vs {gold:?}: {}", s.reason);
+    }
+}

@@ -10,7 +10,7 @@
 //! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its line);
 //! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
 //!
-//! Equivalence: identical after [`normalize`], else equivalent in structure ([`structure`]) with
+//! Equivalence: identical after [`normalize()`], else equivalent in structure ([`structure`]) with
 //! values compared numerically ([`eval`], tolerances in [`value`]).
 
 mod budget;
