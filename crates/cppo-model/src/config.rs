@@ -69,3 +69,112 @@ impl ModelConfig {
         }
     }
 }
+
+impl Architecture {
+    /// The `architectures[0]` of a Hugging Face `config.json`.
+    pub fn hf_class(self) -> &'static str {
+        match self {
+            Architecture::Llama => "LlamaForCausalLM",
+            Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
+        }
+    }
+
+    /// The `model_type` of a Hugging Face `config.json`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+        }
+    }
+
+    pub const SUPPORTED: &'static str = "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+}
+
+impl ModelConfig {
+    /// Every tensor such a model has, by Hugging Face name, with its shape (`[out, in]` for projections).
+    pub fn expected_tensor_shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
+        let (h, hd, v, i) = (
+            self.hidden_size,
+            self.head_dim,
+            self.vocab_size,
+            self.intermediate_size,
+        );
+        let (q, kv) = (self.num_attention_heads * hd, self.num_key_value_heads * hd);
+        let mut shapes = std::collections::BTreeMap::new();
+        let mut put = |name: String, shape: Vec<usize>| {
+            shapes.insert(name, shape);
+        };
+        put("model.embed_tokens.weight".into(), vec![v, h]);
+        put("model.norm.weight".into(), vec![h]);
+        if !self.tie_word_embeddings {
+            put("lm_head.weight".into(), vec![v, h]);
+        }
+        for layer in 0..self.num_hidden_layers {
+            let p = format!("model.layers.{layer}");
+            put(format!("{p}.input_layernorm.weight"), vec![h]);
+            put(format!("{p}.post_attention_layernorm.weight"), vec![h]);
+            put(format!("{p}.self_attn.q_proj.weight"), vec![q, h]);
+            put(format!("{p}.self_attn.k_proj.weight"), vec![kv, h]);
+            put(format!("{p}.self_attn.v_proj.weight"), vec![kv, h]);
+            put(format!("{p}.self_attn.o_proj.weight"), vec![h, q]);
+            if self.attention_bias {
+                put(format!("{p}.self_attn.q_proj.bias"), vec![q]);
+                put(format!("{p}.self_attn.k_proj.bias"), vec![kv]);
+                put(format!("{p}.self_attn.v_proj.bias"), vec![kv]);
+            }
+            if self.qk_norm {
+                put(format!("{p}.self_attn.q_norm.weight"), vec![hd]);
+                put(format!("{p}.self_attn.k_norm.weight"), vec![hd]);
+            }
+            put(format!("{p}.mlp.gate_proj.weight"), vec![i, h]);
+            put(format!("{p}.mlp.up_proj.weight"), vec![i, h]);
+            put(format!("{p}.mlp.down_proj.weight"), vec![h, i]);
+        }
+        shapes
+    }
+
+    /// The name of the first inconsistent field and why, if any: sizes that cannot build a model.
+    pub fn inconsistency(&self) -> Option<(&'static str, String)> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("head_dim", self.head_dim),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Some((key, "must be positive".into()));
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            return Some((
+                "num_key_value_heads",
+                format!(
+                    "{} does not divide num_attention_heads {}",
+                    self.num_key_value_heads, self.num_attention_heads
+                ),
+            ));
+        }
+        if self.head_dim % 2 != 0 {
+            return Some(("head_dim", format!("{} is odd; rotary embedding needs pairs", self.head_dim)));
+        }
+        if !(self.rms_norm_eps > 0.0) {
+            return Some(("rms_norm_eps", "must be positive".into()));
+        }
+        if !(self.rope_theta > 0.0) {
+            return Some(("rope_theta", "must be positive".into()));
+        }
+        let outside = |id: &u32| *id as usize >= self.vocab_size;
+        if let Some(id) = self.bos_token_id.iter().find(|id| outside(id)) {
+            return Some(("bos_token_id", format!("{id} is outside the vocabulary of {}", self.vocab_size)));
+        }
+        if let Some(id) = self.eos_token_ids.iter().find(|id| outside(id)) {
+            return Some(("eos_token_id", format!("{id} is outside the vocabulary of {}", self.vocab_size)));
+        }
+        None
+    }
+}

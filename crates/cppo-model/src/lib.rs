@@ -6,3 +6,18 @@ pub mod weights;
 
 pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use weights::Weights;
+
+pub mod chat_template;
+pub mod error;
+pub mod fetch;
+pub mod gguf;
+pub mod hf;
+pub mod load;
+pub mod tokenizer;
+pub mod writer;
+
+pub use chat_template::{ChatMessage, ChatTemplate, SpecialTokens};
+pub use error::ModelIoError;
+pub use load::{load_model, LoadedModel};
+pub use tokenizer::ChatTokenizer;
+pub use writer::{convert_gguf, save_hf};
