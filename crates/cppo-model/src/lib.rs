@@ -21,3 +21,10 @@ pub use error::ModelIoError;
 pub use load::{load_model, LoadedModel};
 pub use tokenizer::ChatTokenizer;
 pub use writer::{convert_gguf, save_hf};
+
+pub mod decoder;
+pub mod kv_cache;
+pub mod ops;
+
+pub use decoder::{CompletionLogProbs, Decoder, DecoderError};
+pub use kv_cache::KvCache;

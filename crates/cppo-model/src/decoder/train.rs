@@ -1,0 +1,114 @@
+//! The differentiable path: every op is a custom op with a hand-written backward (see `ops`), over
+//! packed rows, so that k completions can share one forward pass of their prompt.
+
+use std::sync::Arc;
+
+use candle_core::{DType, Tensor};
+
+use super::{Decoder, DecoderError, Result};
+use crate::ops::attention::{AttnLayout, Attention};
+use crate::ops::linear::linear;
+use crate::ops::logprob::{token_logprobs, Gather};
+use crate::ops::rms_norm::rms_norm;
+use crate::ops::swiglu::swiglu;
+
+/// Per-token log-probabilities of k completions of one prompt, right-padded to the longest.
+#[derive(Clone, Debug)]
+pub struct CompletionLogProbs {
+    /// (k, Lmax): `logprobs[j][t] = log p(completions[j][t] | prompt, completions[j][..t])`, 0 on padding;
+    /// differentiable with respect to the decoder's variables.
+    pub logprobs: Tensor,
+    /// (k, Lmax): 1 for real tokens, 0 for padding (the decoder's dtype).
+    pub mask: Tensor,
+    /// (k, Lmax): the entropy of each predicted distribution, detached; 0 on padding.
+    pub entropy: Tensor,
+}
+
+impl Decoder {
+    /// Final-norm hidden states `(rows, hidden)` of the packed `tokens` laid out by `layout`.
+    fn hidden_states(&self, tokens: &[u32], layout: AttnLayout) -> Result<Tensor> {
+        let cfg = self.config();
+        let rows = tokens.len();
+        let eps = cfg.rms_norm_eps;
+        let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+        if let Some(&p) = layout.positions.iter().max() {
+            if p >= cfg.max_position_embeddings {
+                return Err(DecoderError::BadInput(format!(
+                    "sequence reaches position {p}, beyond max_position_embeddings {}",
+                    cfg.max_position_embeddings
+                )));
+            }
+        }
+        let layout = Arc::new(layout);
+        let ids = Tensor::from_slice(tokens, rows, self.device())?;
+        let mut x = self.embed.t.index_select(&ids, 0)?;
+        for l in &self.layers {
+            let h = rms_norm(&x, &l.input_norm.t, eps)?;
+            let mut q = linear(&h, &l.q.t, l.q_bias.as_ref().map(|p| &p.t))?;
+            let mut k = linear(&h, &l.k.t, l.k_bias.as_ref().map(|p| &p.t))?;
+            let v = linear(&h, &l.v.t, l.v_bias.as_ref().map(|p| &p.t))?;
+            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+                q = rms_norm(&q.reshape((rows * heads, hd))?, &qn.t, eps)?.reshape((rows, heads * hd))?;
+                k = rms_norm(&k.reshape((rows * kv_heads, hd))?, &kn.t, eps)?.reshape((rows, kv_heads * hd))?;
+            }
+            let attn = Attention { layout: layout.clone(), rope: self.rope.clone(), heads, kv_heads, head_dim: hd };
+            let a = attn.apply(&q, &k, &v)?;
+            x = (x + linear(&a, &l.o.t, None)?)?;
+            let h = rms_norm(&x, &l.post_norm.t, eps)?;
+            let m = swiglu(&linear(&h, &l.gate.t, None)?, &linear(&h, &l.up.t, None)?)?;
+            x = (x + linear(&m, &l.down.t, None)?)?;
+        }
+        Ok(rms_norm(&x, &self.norm.t, eps)?)
+    }
+
+    /// Logits `(b, t, vocab)` of a batch of token sequences `(b, t)` (u32 or i64), on the training path.
+    pub fn forward_logits(&self, tokens: &Tensor) -> Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let ids: Vec<u32> = tokens.to_dtype(DType::U32)?.flatten_all()?.to_vec1()?;
+        self.check_tokens(&ids)?;
+        let hidden = self.hidden_states(&ids, AttnLayout::batch(b, t))?;
+        let logits = linear(&hidden, &self.lm_head_weight().t, None)?;
+        Ok(logits.reshape((b, t, self.config().vocab_size))?)
+    }
+
+    /// Log-probabilities of each completion's tokens after `prompt`, with the prompt's forward pass
+    /// computed once and shared by the completions (its gradient collects all of theirs).
+    pub fn completion_logprobs(&self, prompt: &[u32], completions: &[&[u32]]) -> Result<CompletionLogProbs> {
+        if prompt.is_empty() {
+            return Err(DecoderError::BadInput("completion_logprobs: the prompt is empty".into()));
+        }
+        self.check_tokens(prompt)?;
+        for c in completions {
+            self.check_tokens(c)?;
+        }
+        let k = completions.len();
+        let lp = prompt.len();
+        let lmax = completions.iter().map(|c| c.len()).max().unwrap_or(0);
+        // A completion's last token predicts nothing, so it is not fed to the model.
+        let fed: Vec<usize> = completions.iter().map(|c| c.len().saturating_sub(1)).collect();
+        let mut tokens = prompt.to_vec();
+        let mut starts = Vec::with_capacity(k);
+        for (c, &n) in completions.iter().zip(&fed) {
+            starts.push(tokens.len());
+            tokens.extend_from_slice(&c[..n]);
+        }
+        let mut gather = Gather { rows: vec![], targets: vec![], out_index: vec![], out_shape: vec![k, lmax], chunk_cols: 0 };
+        let mut mask = vec![0f64; k * lmax];
+        for (j, c) in completions.iter().enumerate() {
+            for (t, &tok) in c.iter().enumerate() {
+                gather.rows.push(if t == 0 { lp - 1 } else { starts[j] + t - 1 });
+                gather.targets.push(tok);
+                gather.out_index.push(j * lmax + t);
+                mask[j * lmax + t] = 1.0;
+            }
+        }
+        let mask = Tensor::from_vec(mask, (k, lmax), self.device())?.to_dtype(self.dtype())?;
+        if gather.rows.is_empty() {
+            let zeros = Tensor::zeros((k, lmax), self.dtype(), self.device())?;
+            return Ok(CompletionLogProbs { logprobs: zeros.clone(), mask, entropy: zeros });
+        }
+        let hidden = self.hidden_states(&tokens, AttnLayout::shared_prefix(lp, &fed))?;
+        let (logprobs, entropy) = token_logprobs(&hidden, &self.lm_head_weight().t, gather)?;
+        Ok(CompletionLogProbs { logprobs, mask, entropy })
+    }
+}

@@ -1,0 +1,96 @@
+//! A strided view of a matrix and `dst (+)= scale * a @ b` on such views, through the `gemm` crate (the
+//! same kernels candle's CPU matmul uses), so the kernels can multiply heads and chunks in place
+//! without transposing or copying them first.
+
+use super::Float;
+use gemm::Parallelism;
+
+/// A matrix in memory: element (i, j) lives at `ptr + i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct View<T> {
+    pub ptr: *const T,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<T> View<T> {
+    /// A row-major matrix whose rows are `rs` elements apart.
+    pub fn rows(ptr: *const T, rs: usize) -> Self {
+        View { ptr, rs, cs: 1 }
+    }
+    /// The transpose of the same memory.
+    pub fn t(self) -> Self {
+        View { ptr: self.ptr, rs: self.cs, cs: self.rs }
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct ViewMut<T> {
+    pub ptr: *mut T,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<T> ViewMut<T> {
+    pub fn rows(ptr: *mut T, rs: usize) -> Self {
+        ViewMut { ptr, rs, cs: 1 }
+    }
+}
+
+/// `dst (m x n) = [dst +] scale * a (m x k) @ b (k x n)`.
+///
+/// # Safety
+/// Every view must address valid memory for the given sizes, and `dst` must not overlap `a` or `b`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn matmul<T: Float>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: ViewMut<T>,
+    accumulate: bool,
+    a: View<T>,
+    b: View<T>,
+    scale: T,
+    parallel: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                for j in 0..n {
+                    *dst.ptr.add(i * dst.rs + j * dst.cs) = T::zero();
+                }
+            }
+        }
+        return;
+    }
+    let threads = candle_core::utils::get_num_threads();
+    let parallelism = if parallel && threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst.ptr,
+        dst.cs as isize,
+        dst.rs as isize,
+        accumulate,
+        a.ptr,
+        a.cs as isize,
+        a.rs as isize,
+        b.ptr,
+        b.cs as isize,
+        b.rs as isize,
+        T::one(),
+        scale,
+        false,
+        false,
+        false,
+        parallelism,
+    )
+}

@@ -1,0 +1,277 @@
+//! The log-probability of chosen tokens under `softmax(hidden @ lm_head^T)`, computed a chunk of the
+//! vocabulary at a time so the (tokens x vocab) logits never exist as a whole, neither forward nor
+//! backward (the backward pass recomputes each chunk from the saved log-normaliser). The forward pass
+//! also yields each predicting row's entropy, as a detached by-product for metrics.
+
+use std::sync::{Arc, Mutex};
+
+use candle_core::backend::BackendStorage;
+use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor, WithDType};
+use rayon::prelude::*;
+
+use super::gemm::{matmul, View, ViewMut};
+use super::{dispatch, slice, storage, tensor, with_data, Float};
+
+/// What to score: slot `s` is the log-probability of token `targets[s]` given hidden row `rows[s]`,
+/// written at flat index `out_index[s]` of an output of shape `out_shape` (zeros elsewhere).
+#[derive(Clone, Debug)]
+pub struct Gather {
+    pub rows: Vec<usize>,
+    pub targets: Vec<u32>,
+    pub out_index: Vec<usize>,
+    pub out_shape: Vec<usize>,
+    /// Vocabulary columns per chunk; 0 picks about 2M logits per chunk.
+    pub chunk_cols: usize,
+}
+
+/// Log-probabilities of `gather`'s targets and the entropies of their rows, both shaped
+/// `gather.out_shape`; the entropies carry no gradient.
+pub fn token_logprobs(hidden: &Tensor, lm_head: &Tensor, gather: Gather) -> Result<(Tensor, Tensor)> {
+    let n = gather.rows.len();
+    if gather.targets.len() != n || gather.out_index.len() != n {
+        bail!("token_logprobs: {} rows, {} targets, {} output slots", n, gather.targets.len(), gather.out_index.len());
+    }
+    let saved = Arc::new(Mutex::new(Saved::default()));
+    let op = LogProbOp { gather: Arc::new(gather), saved: saved.clone() };
+    let gather = op.gather.clone();
+    let logprobs = hidden.contiguous()?.apply_op2(&lm_head.contiguous()?, op)?;
+    let entropy = {
+        let s = saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
+        let mut out = vec![0f64; logprobs.elem_count()];
+        for (&o, &e) in gather.out_index.iter().zip(&s.entropy) {
+            out[o] = e;
+        }
+        Tensor::from_vec(out, gather.out_shape.clone(), hidden.device())?.to_dtype(hidden.dtype())?
+    };
+    Ok((logprobs, entropy))
+}
+
+#[derive(Default)]
+struct Saved {
+    /// log sum exp of each slot's logits, for the backward pass.
+    lse: Vec<f64>,
+    entropy: Vec<f64>,
+}
+
+struct LogProbOp {
+    gather: Arc<Gather>,
+    saved: Arc<Mutex<Saved>>,
+}
+
+/// Vocabulary columns per chunk: as asked, or about 2M logits at a time.
+fn chunk(asked: usize, slots: usize, vocab: usize) -> usize {
+    if asked > 0 {
+        return asked.min(vocab.max(1));
+    }
+    ((1 << 21) / slots.max(1)).max(256).min(vocab.max(1))
+}
+
+fn gather_rows<T: Float>(h: &[T], width: usize, rows: &[usize]) -> Vec<T> {
+    let mut out = Vec::with_capacity(rows.len() * width);
+    for &r in rows {
+        out.extend_from_slice(&h[r * width..(r + 1) * width]);
+    }
+    out
+}
+
+/// logits (slots x vc) of vocabulary rows `v0..v0 + vc`.
+fn logits_chunk<T: Float>(hs: &[T], w: &[T], width: usize, v0: usize, vc: usize, out: &mut Vec<T>) {
+    let slots = hs.len() / width;
+    out.clear();
+    out.resize(slots * vc, T::zero());
+    unsafe {
+        matmul(
+            slots,
+            vc,
+            width,
+            ViewMut::rows(out.as_mut_ptr(), vc),
+            false,
+            View::rows(hs.as_ptr(), width),
+            View::rows(w.as_ptr().add(v0 * width), width).t(),
+            T::one(),
+            true,
+        )
+    };
+}
+
+fn check(g: &Gather, hidden: &Shape, w: &Shape) -> Result<(usize, usize)> {
+    let (vocab, width) = w.dims2()?;
+    let hd = hidden.dims();
+    if hd.len() != 2 || hd[1] != width {
+        bail!("token_logprobs: hidden {hidden:?} does not match lm_head {w:?}");
+    }
+    let out: usize = g.out_shape.iter().product();
+    if let Some(&r) = g.rows.iter().find(|&&r| r >= hd[0]) {
+        bail!("token_logprobs: row {r} out of range for {} rows", hd[0]);
+    }
+    if let Some(&t) = g.targets.iter().find(|&&t| t as usize >= vocab) {
+        bail!("token_logprobs: token {t} out of range for vocabulary {vocab}");
+    }
+    if let Some(&o) = g.out_index.iter().find(|&&o| o >= out) {
+        bail!("token_logprobs: output index {o} out of range for shape {:?}", g.out_shape);
+    }
+    Ok((vocab, width))
+}
+
+fn forward<T: Float>(op: &LogProbOp, h: &[T], w: &[T], vocab: usize, width: usize) -> Result<Vec<T>> {
+    let g = &op.gather;
+    let slots = g.rows.len();
+    let hs = gather_rows(h, width, &g.rows);
+    let vc = chunk(g.chunk_cols, slots, vocab);
+    // Online log-sum-exp: running max m, s = sum exp(z - m), t = sum exp(z - m) z.
+    let mut state = vec![(T::neg_infinity(), T::zero(), T::zero(), T::zero()); slots];
+    let mut buf = Vec::new();
+    let mut v0 = 0;
+    while v0 < vocab {
+        let n = vc.min(vocab - v0);
+        logits_chunk(&hs, w, width, v0, n, &mut buf);
+        buf.par_chunks(n).zip(state.par_iter_mut()).zip(g.targets.par_iter()).for_each(|((z, st), &tgt)| {
+            let (m, s, t, zt) = st;
+            let cm = z.iter().fold(T::neg_infinity(), |a, &b| if b > a { b } else { a });
+            if cm > *m {
+                let f = (*m - cm).exp();
+                *s *= f;
+                *t *= f;
+                *m = cm;
+            }
+            for &x in z {
+                let e = (x - *m).exp();
+                *s += e;
+                *t += e * x;
+            }
+            let tgt = tgt as usize;
+            if tgt >= v0 && tgt < v0 + n {
+                *zt = z[tgt - v0];
+            }
+        });
+        v0 += n;
+    }
+    let total: usize = g.out_shape.iter().product();
+    let mut out = vec![T::zero(); total];
+    let mut saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
+    saved.lse.clear();
+    saved.entropy.clear();
+    for (&(m, s, t, zt), &o) in state.iter().zip(&g.out_index) {
+        let lse = m + s.ln();
+        out[o] = zt - lse;
+        saved.lse.push(WithDType::to_f64(lse));
+        saved.entropy.push(WithDType::to_f64(lse - t / s));
+    }
+    Ok(out)
+}
+
+/// d logit_v = g * (onehot(target) - softmax_v), folded into dhidden and dW chunk by chunk.
+fn backward<T: Float>(
+    op: &LogProbOp,
+    h: &[T],
+    w: &[T],
+    gout: &[T],
+    rows: usize,
+    vocab: usize,
+    width: usize,
+    need: (bool, bool),
+) -> Result<(Vec<T>, Vec<T>)> {
+    let g = &op.gather;
+    let slots = g.rows.len();
+    let lse: Vec<T> = {
+        let saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
+        if saved.lse.len() != slots {
+            bail!("token_logprobs: backward before forward");
+        }
+        saved.lse.iter().map(|&v| T::of(v)).collect()
+    };
+    let gs: Vec<T> = g.out_index.iter().map(|&o| gout[o]).collect();
+    let hs = gather_rows(h, width, &g.rows);
+    let mut dhs = vec![T::zero(); if need.0 { slots * width } else { 0 }];
+    let mut dw = vec![T::zero(); if need.1 { vocab * width } else { 0 }];
+    let vc = chunk(g.chunk_cols, slots, vocab);
+    let mut buf = Vec::new();
+    let mut v0 = 0;
+    while v0 < vocab {
+        let n = vc.min(vocab - v0);
+        logits_chunk(&hs, w, width, v0, n, &mut buf);
+        buf.par_chunks_mut(n).zip(lse.par_iter().zip(gs.par_iter())).zip(g.targets.par_iter()).for_each(
+            |((z, (&l, &gi)), &tgt)| {
+                for x in z.iter_mut() {
+                    *x = -gi * (*x - l).exp();
+                }
+                let tgt = tgt as usize;
+                if tgt >= v0 && tgt < v0 + n {
+                    z[tgt - v0] += gi;
+                }
+            },
+        );
+        unsafe {
+            if need.0 {
+                matmul(
+                    slots,
+                    width,
+                    n,
+                    ViewMut::rows(dhs.as_mut_ptr(), width),
+                    true,
+                    View::rows(buf.as_ptr(), n),
+                    View::rows(w.as_ptr().add(v0 * width), width),
+                    T::one(),
+                    true,
+                );
+            }
+            if need.1 {
+                matmul(
+                    n,
+                    width,
+                    slots,
+                    ViewMut::rows(dw.as_mut_ptr().add(v0 * width), width),
+                    false,
+                    View::rows(buf.as_ptr(), n).t(),
+                    View::rows(hs.as_ptr(), width),
+                    T::one(),
+                    true,
+                );
+            }
+        }
+        v0 += n;
+    }
+    let mut dh = vec![T::zero(); if need.0 { rows * width } else { 0 }];
+    if need.0 {
+        for (s, &r) in g.rows.iter().enumerate() {
+            for (a, &b) in dh[r * width..(r + 1) * width].iter_mut().zip(&dhs[s * width..(s + 1) * width]) {
+                *a += b;
+            }
+        }
+    }
+    Ok((dh, dw))
+}
+
+fn fwd_storage<T: Float>(op: &LogProbOp, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    let (vocab, width) = check(&op.gather, l1.shape(), l2.shape())?;
+    let h = slice::<T>(s1, l1, "token_logprobs hidden")?;
+    let w = slice::<T>(s2, l2, "token_logprobs lm_head")?;
+    let out = forward(op, h, w, vocab, width)?;
+    Ok((storage(out), Shape::from(op.gather.out_shape.clone())))
+}
+
+fn bwd_tensors<T: Float>(op: &LogProbOp, hidden: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let (vocab, width) = w.dims2()?;
+    let rows = hidden.dim(0)?;
+    let need = (hidden.track_op(), w.track_op());
+    let (dh, dw) = with_data::<T, _>(hidden, |h| {
+        with_data::<T, _>(w, |ws| with_data::<T, _>(g, |gs| backward(op, h, ws, gs, rows, vocab, width, need)))
+    })????;
+    let dh = if need.0 { Some(tensor(dh, hidden.shape(), hidden.device())?) } else { None };
+    let dw = if need.1 { Some(tensor(dw, w.shape(), w.device())?) } else { None };
+    Ok((dh, dw))
+}
+
+impl CustomOp2 for LogProbOp {
+    fn name(&self) -> &'static str {
+        "cppo-token-logprobs"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        dispatch!(s1.dtype(), "token_logprobs", fwd_storage(self, s1, l1, s2, l2))
+    }
+
+    fn bwd(&self, hidden: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        dispatch!(g.dtype(), "token_logprobs", bwd_tensors(self, hidden, w, g))
+    }
+}

@@ -1,0 +1,116 @@
+//! CPU kernels for the decoder, wrapped as candle custom ops whose `bwd` is written by hand.
+//!
+//! candle 0.11's own fused kernels (softmax, rms_norm, rope, flash attention) record no backward, so a
+//! model built from them trains nothing; and a model built from primitive ops pays for every
+//! intermediate twice in the backward pass. Each op here is one graph node that does its whole job
+//! forward and backward, on contiguous row-major data, in f32 or f64 (f64 is there so gradients can be
+//! checked against finite differences tightly).
+
+pub mod attention;
+pub(crate) mod gemm;
+pub mod linear;
+pub mod logprob;
+pub mod rms_norm;
+pub mod rope;
+pub mod swiglu;
+
+use candle_core::{bail, CpuStorage, DType, Device, Layout, Result, Shape, Storage, Tensor, WithDType};
+
+/// The float types the kernels are written for.
+pub trait Float:
+    num_traits::Float
+    + WithDType
+    + std::ops::AddAssign
+    + std::ops::SubAssign
+    + std::ops::MulAssign
+    + std::iter::Sum
+    + Send
+    + Sync
+    + 'static
+{
+    fn of(v: f64) -> Self;
+    fn rope_table(t: &rope::RopeTable) -> (&[Self], &[Self]);
+}
+
+impl Float for f32 {
+    #[inline]
+    fn of(v: f64) -> Self {
+        v as f32
+    }
+    fn rope_table(t: &rope::RopeTable) -> (&[f32], &[f32]) {
+        (&t.cos32, &t.sin32)
+    }
+}
+
+impl Float for f64 {
+    #[inline]
+    fn of(v: f64) -> Self {
+        v
+    }
+    fn rope_table(t: &rope::RopeTable) -> (&[f64], &[f64]) {
+        (&t.cos64, &t.sin64)
+    }
+}
+
+/// The contiguous data of a custom op's input.
+pub(crate) fn slice<'a, T: WithDType>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [T]> {
+    let data = s.as_slice::<T>()?;
+    match l.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => bail!("{what}: input must be contiguous, got strides {:?}", l.stride()),
+    }
+}
+
+/// Runs `f` on the contiguous CPU data of `t` (copying it first if it is strided).
+pub(crate) fn with_data<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+    let t = t.contiguous()?;
+    let (s, l) = t.storage_and_layout();
+    match &*s {
+        Storage::Cpu(c) => Ok(f(slice::<T>(c, l, "tensor")?)),
+        _ => bail!("the decoder's kernels run on the CPU only"),
+    }
+}
+
+/// The data of `t` as an owned vector.
+pub(crate) fn to_vec<T: WithDType>(t: &Tensor) -> Result<Vec<T>> {
+    with_data(t, |d: &[T]| d.to_vec())
+}
+
+pub(crate) fn tensor<T: WithDType>(v: Vec<T>, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {
+    Tensor::from_vec(v, shape, device)
+}
+
+pub(crate) fn storage<T: WithDType>(v: Vec<T>) -> CpuStorage {
+    T::to_cpu_storage_owned(v)
+}
+
+/// Dispatches on the float dtype of the kernels.
+macro_rules! dispatch {
+    ($dtype:expr, $name:expr, $f:ident ( $($arg:expr),* )) => {
+        match $dtype {
+            candle_core::DType::F32 => $f::<f32>($($arg),*),
+            candle_core::DType::F64 => $f::<f64>($($arg),*),
+            other => candle_core::bail!("{}: unsupported dtype {other:?} (f32 or f64)", $name),
+        }
+    };
+}
+pub(crate) use dispatch;
+
+pub(crate) fn check_float(dtype: DType, what: &str) -> Result<()> {
+    match dtype {
+        DType::F32 | DType::F64 => Ok(()),
+        other => bail!("{what}: unsupported dtype {other:?} (f32 or f64)"),
+    }
+}
+
+/// A raw pointer that rayon tasks may share because each writes a disjoint region.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr<T>(pub *mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    #[inline]
+    pub fn get(self) -> *mut T {
+        self.0
+    }
+}

@@ -1,0 +1,77 @@
+//! The gated MLP's activation, `silu(gate) * up`, in one pass forward and one pass backward.
+
+use candle_core::backend::BackendStorage;
+use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+use super::{dispatch, slice, storage, tensor, with_data, Float};
+
+pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    gate.contiguous()?.apply_op2(&up.contiguous()?, SwiGlu)
+}
+
+struct SwiGlu;
+
+const BLOCK: usize = 16384;
+
+#[inline]
+fn sigmoid<T: Float>(x: T) -> T {
+    T::one() / (T::one() + (-x).exp())
+}
+
+fn fwd_storage<T: Float>(s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    if l1.shape() != l2.shape() {
+        bail!("swiglu: gate {:?} and up {:?} differ in shape", l1.shape(), l2.shape());
+    }
+    let g = slice::<T>(s1, l1, "swiglu gate")?;
+    let u = slice::<T>(s2, l2, "swiglu up")?;
+    let mut y = vec![T::zero(); g.len()];
+    y.par_chunks_mut(BLOCK).zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK))).for_each(|(y, (g, u))| {
+        for ((o, &gv), &uv) in y.iter_mut().zip(g).zip(u) {
+            *o = gv * sigmoid(gv) * uv;
+        }
+    });
+    Ok((storage(y), l1.shape().clone()))
+}
+
+/// d/dgate = dy * up * s * (1 + gate * (1 - s)), d/dup = dy * gate * s, with s = sigmoid(gate).
+fn bwd_tensors<T: Float>(gate: &Tensor, up: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let n = gate.elem_count();
+    let (dg, du) = with_data::<T, _>(gate, |g| {
+        with_data::<T, _>(up, |u| {
+            with_data::<T, _>(dy, |dy| {
+                let mut dg = vec![T::zero(); n];
+                let mut du = vec![T::zero(); n];
+                dg.par_chunks_mut(BLOCK)
+                    .zip(du.par_chunks_mut(BLOCK))
+                    .zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK)).zip(dy.par_chunks(BLOCK)))
+                    .for_each(|((dg, du), ((g, u), dy))| {
+                        for i in 0..g.len() {
+                            let s = sigmoid(g[i]);
+                            let silu = g[i] * s;
+                            dg[i] = dy[i] * u[i] * s * (T::one() + g[i] * (T::one() - s));
+                            du[i] = dy[i] * silu;
+                        }
+                    });
+                (dg, du)
+            })
+        })
+    })???;
+    let dg = if gate.track_op() { Some(tensor(dg, gate.shape(), gate.device())?) } else { None };
+    let du = if up.track_op() { Some(tensor(du, up.shape(), up.device())?) } else { None };
+    Ok((dg, du))
+}
+
+impl CustomOp2 for SwiGlu {
+    fn name(&self) -> &'static str {
+        "cppo-swiglu"
+    }
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        dispatch!(s1.dtype(), "swiglu", fwd_storage(s1, l1, s2, l2))
+    }
+
+    fn bwd(&self, gate: &Tensor, up: &Tensor, _res: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        dispatch!(dy.dtype(), "swiglu", bwd_tensors(gate, up, dy))
+    }
+}
