@@ -1,0 +1,201 @@
+//! The two execution paths agree: the cached inference path (prefill, copied rows, batched decode
+//! steps over rows of different lengths) gives the training path's logits and log-probs, and the
+//! shared-prompt training forward gives the plain repeated-prompt batch's log-probs and gradients.
+
+mod decoder_support;
+
+use candle_core::{DType, Device, IndexOp, Tensor};
+use cppo_model::{Decoder, DecoderError};
+use decoder_support::{decoder, families, flat, log_softmax, max_diff, pg_loss, tokens};
+
+/// Training-path logits (t, vocab) of one sequence.
+fn train_logits(dec: &Decoder, seq: &[u32]) -> Vec<Vec<f64>> {
+    let ids = Tensor::from_slice(seq, (1, seq.len()), &Device::Cpu).unwrap();
+    let l = dec.forward_logits(&ids).unwrap().squeeze(0).unwrap();
+    (0..seq.len()).map(|i| flat(&l.i(i).unwrap())).collect()
+}
+
+#[test]
+fn prefill_then_decode_steps_give_the_training_logits() {
+    for (name, cfg) in families() {
+        let dec = decoder(&cfg, 3, DType::F32);
+        let seq = tokens(14, cfg.vocab_size, 9);
+        let want = train_logits(&dec, &seq);
+        let mut cache = dec.new_cache(3, 20).unwrap();
+        let row = 1;
+        let got = flat(&dec.prefill(&seq[..6], &mut cache, row).unwrap());
+        assert!(max_diff(&got, &want[5]) < 1e-4, "{name}: prefill logits");
+        for i in 6..14 {
+            let got = flat(&dec.decode_step(&[seq[i]], &[row], &mut cache).unwrap());
+            let err = max_diff(&got, &want[i]);
+            assert!(err < 1e-4, "{name}: decode step at position {i} differs by {err}");
+        }
+        assert_eq!(cache.lens(), &[0, 14, 0]);
+    }
+}
+
+#[test]
+fn batched_decode_over_rows_of_different_lengths() {
+    for (name, cfg) in families() {
+        let dec = decoder(&cfg, 5, DType::F32);
+        let v = cfg.vocab_size;
+        let mut cache = dec.new_cache(5, 16).unwrap();
+        // Row 0: a 3-token prompt; row 2: a 6-token prompt, copied into rows 3 and 4.
+        let mut seqs: Vec<Vec<u32>> = vec![tokens(3, v, 1), vec![], tokens(6, v, 2), vec![], vec![]];
+        dec.prefill(&seqs[0].clone(), &mut cache, 0).unwrap();
+        dec.prefill(&seqs[2].clone(), &mut cache, 2).unwrap();
+        dec.copy_row(&mut cache, 2, &[3, 4]).unwrap();
+        seqs[3] = seqs[2].clone();
+        seqs[4] = seqs[2].clone();
+        let steps: Vec<Vec<usize>> = vec![vec![0, 2, 3, 4], vec![4, 0, 3], vec![3], vec![0, 2, 3, 4]];
+        for (s, rows) in steps.iter().enumerate() {
+            let toks: Vec<u32> = rows.iter().map(|&r| tokens(1, v, (100 * s + r) as u64)[0]).collect();
+            let out = dec.decode_step(&toks, rows, &mut cache).unwrap();
+            assert_eq!(out.dims(), &[rows.len(), v]);
+            for (i, (&r, &t)) in rows.iter().zip(&toks).enumerate() {
+                seqs[r].push(t);
+                let want = train_logits(&dec, &seqs[r]);
+                let err = max_diff(&flat(&out.i(i).unwrap()), want.last().unwrap());
+                assert!(err < 1e-4, "{name}: step {s}, row {r} differs by {err}");
+            }
+        }
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        assert_eq!(cache.lens(), lens.as_slice());
+        // A finished row is reused for a new prompt.
+        cache.reset_row(3).unwrap();
+        let fresh = tokens(4, v, 77);
+        let got = flat(&dec.prefill(&fresh, &mut cache, 3).unwrap());
+        assert!(max_diff(&got, train_logits(&dec, &fresh).last().unwrap()) < 1e-4, "{name}: reused row");
+        // Truncating back to the prompt and sampling again.
+        cache.truncate_row(4, 6).unwrap();
+        let alt = tokens(1, v, 555)[0];
+        let got = flat(&dec.decode_step(&[alt], &[4], &mut cache).unwrap());
+        let mut seq = seqs[2][..6].to_vec();
+        seq.push(alt);
+        assert!(max_diff(&got, train_logits(&dec, &seq).last().unwrap()) < 1e-4, "{name}: truncated row");
+    }
+}
+
+fn sample(vocab: usize) -> (Vec<u32>, Vec<Vec<u32>>) {
+    (tokens(6, vocab, 41), vec![tokens(5, vocab, 42), tokens(2, vocab, 43), tokens(7, vocab, 44), tokens(1, vocab, 45)])
+}
+
+#[test]
+fn training_log_probs_equal_inference_log_probs() {
+    for (name, cfg) in families() {
+        let dec = decoder(&cfg, 7, DType::F32);
+        let (prompt, comps) = sample(cfg.vocab_size);
+        let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+        let out = dec.completion_logprobs(&prompt, &refs).unwrap();
+        let lmax = 7;
+        assert_eq!(out.logprobs.dims(), &[4, lmax]);
+        let lp = flat(&out.logprobs);
+        let mask = flat(&out.mask);
+        let ent = flat(&out.entropy);
+        let mut cache = dec.new_cache(comps.len() + 1, 16).unwrap();
+        let first = dec.prefill(&prompt, &mut cache, 0).unwrap();
+        let rows: Vec<usize> = (1..=comps.len()).collect();
+        dec.copy_row(&mut cache, 0, &rows).unwrap();
+        for (j, c) in comps.iter().enumerate() {
+            let mut logits = first.clone();
+            for t in 0..lmax {
+                let at = j * lmax + t;
+                if t >= c.len() {
+                    assert_eq!((mask[at], lp[at], ent[at]), (0.0, 0.0, 0.0), "{name}: padding must be zero");
+                    continue;
+                }
+                assert_eq!(mask[at], 1.0);
+                let ls = flat(&log_softmax(&logits));
+                assert!((ls[c[t] as usize] - lp[at]).abs() < 1e-4, "{name}: completion {j} token {t}: {} vs {}", ls[c[t] as usize], lp[at]);
+                let h: f64 = -ls.iter().map(|l| l.exp() * l).sum::<f64>();
+                assert!((h - ent[at]).abs() < 1e-4, "{name}: completion {j} token {t}: entropy {h} vs {}", ent[at]);
+                logits = dec.decode_step(&[c[t]], &[j + 1], &mut cache).unwrap().squeeze(0).unwrap();
+            }
+        }
+    }
+}
+
+/// The same log-probs from a plain batch: the prompt repeated per completion, right-padded.
+fn repeated_prompt_logprobs(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> (Tensor, Tensor) {
+    let lmax = comps.iter().map(|c| c.len()).max().unwrap();
+    let lp = prompt.len();
+    let k = comps.len();
+    let mut ids = vec![];
+    let mut targets = vec![];
+    let mut mask = vec![];
+    for c in comps {
+        ids.extend_from_slice(prompt);
+        for t in 0..lmax {
+            ids.push(*c.get(t).unwrap_or(&0));
+            targets.push(*c.get(t).unwrap_or(&0));
+            mask.push(if t < c.len() { 1f32 } else { 0.0 });
+        }
+    }
+    let ids = Tensor::from_vec(ids, (k, lp + lmax), &Device::Cpu).unwrap();
+    let logits = dec.forward_logits(&ids).unwrap().narrow(1, lp - 1, lmax).unwrap();
+    let ls = log_softmax(&logits);
+    let targets = Tensor::from_vec(targets, (k, lmax, 1), &Device::Cpu).unwrap();
+    let lps = ls.gather(&targets, 2).unwrap().squeeze(2).unwrap();
+    let mask = Tensor::from_vec(mask, (k, lmax), &Device::Cpu).unwrap().to_dtype(lps.dtype()).unwrap();
+    (lps.mul(&mask).unwrap(), mask)
+}
+
+#[test]
+fn shared_prompt_equals_repeated_prompt_in_log_probs_and_gradients() {
+    let adv = [0.9, -1.2, 0.4, -0.3];
+    for (name, cfg) in families() {
+        for dtype in [DType::F32, DType::F64] {
+            let dec = decoder(&cfg, 9, dtype);
+            let (prompt, comps) = sample(cfg.vocab_size);
+            let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+            let shared = dec.completion_logprobs(&prompt, &refs).unwrap();
+            let (rep, rep_mask) = repeated_prompt_logprobs(&dec, &prompt, &comps);
+            assert_eq!(flat(&shared.mask), flat(&rep_mask), "{name}: masks");
+            let err = max_diff(&flat(&shared.logprobs), &flat(&rep));
+            assert!(err < 1e-5, "{name} {dtype:?}: log-probs differ by {err}");
+            let g1 = pg_loss(&shared.logprobs, &shared.mask, &adv).backward().unwrap();
+            let g2 = pg_loss(&rep, &rep_mask, &adv).backward().unwrap();
+            for (vname, v) in dec.vars() {
+                let (a, b) = (flat(g1.get(&v).unwrap()), flat(g2.get(&v).unwrap()));
+                let err = max_diff(&a, &b);
+                assert!(err < 1e-5, "{name} {dtype:?}: {vname} gradients differ by {err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_and_single_token_completions() {
+    let (_, cfg) = &families()[0];
+    let dec = decoder(cfg, 2, DType::F32);
+    let prompt = tokens(3, cfg.vocab_size, 1);
+    let out = dec.completion_logprobs(&prompt, &[&[], &[5]]).unwrap();
+    assert_eq!(out.logprobs.dims(), &[2, 1]);
+    assert_eq!(flat(&out.mask), vec![0.0, 1.0]);
+    let none = dec.completion_logprobs(&prompt, &[&[]]).unwrap();
+    assert_eq!(none.logprobs.dims(), &[1, 0]);
+    assert!(matches!(dec.completion_logprobs(&[], &[&[1]]), Err(DecoderError::BadInput(_))));
+    assert!(matches!(dec.completion_logprobs(&prompt, &[&[999]]), Err(DecoderError::TokenOutOfRange { token: 999, .. })));
+}
+
+#[test]
+fn cache_misuse_is_an_error() {
+    let (_, cfg) = &families()[0];
+    let dec = decoder(cfg, 2, DType::F32);
+    let mut cache = dec.new_cache(2, 4).unwrap();
+    assert!(matches!(dec.prefill(&[1, 2], &mut cache, 2), Err(DecoderError::Cache(_))));
+    assert!(matches!(dec.prefill(&[1, 2, 3, 4, 5], &mut cache, 0), Err(DecoderError::Cache(_))));
+    assert_eq!(cache.lens(), &[0, 0], "a failed prefill must leave the row empty");
+    dec.prefill(&[1, 2, 3, 4], &mut cache, 0).unwrap();
+    assert!(matches!(dec.decode_step(&[1], &[0], &mut cache), Err(DecoderError::Cache(_))), "a full row");
+    assert!(matches!(dec.decode_step(&[1, 2], &[1, 1], &mut cache), Err(DecoderError::BadInput(_))), "a repeated row");
+    assert!(matches!(dec.decode_step(&[1], &[0, 1], &mut cache), Err(DecoderError::BadInput(_))));
+    assert!(cache.truncate_row(1, 3).is_err());
+    assert!(cache.copy_row(0, &[5]).is_err());
+    let mut wider = cfg.clone();
+    wider.num_key_value_heads = 4;
+    let mut mismatched = cppo_model::KvCache::new(&wider, 1, 4).unwrap();
+    assert!(matches!(dec.prefill(&[1], &mut mismatched, 0), Err(DecoderError::Cache(_))), "a cache for another shape");
+    let f64dec = decoder(cfg, 2, DType::F64);
+    assert!(matches!(f64dec.prefill(&[1], &mut cache, 1), Err(DecoderError::BadInput(_))));
+}
