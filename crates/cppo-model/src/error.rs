@@ -73,7 +73,7 @@ pub enum ModelIoError {
     #[error("fetching {what}: {detail}")]
     Fetch { what: String, detail: String },
 
-    #[error("tensor `{name}`: {source}")]
+    #[error("tensor `{name}`: {}", candle_text(source))]
     Tensor {
         name: String,
         #[source]
@@ -116,5 +116,14 @@ impl ModelIoError {
             name: name.into(),
             source,
         }
+    }
+}
+
+/// candle's message without the backtrace it attaches when `RUST_BACKTRACE` is set: users need the
+/// cause, and the error already names the file and tensor.
+pub(crate) fn candle_text(e: &candle_core::Error) -> String {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => candle_text(inner),
+        other => other.to_string(),
     }
 }

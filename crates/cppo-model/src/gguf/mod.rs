@@ -13,7 +13,7 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::{DType, Device};
 
 use crate::config::Architecture;
-use crate::error::{ModelIoError, Result};
+use crate::error::{candle_text, ModelIoError, Result};
 use crate::load::LoadedModel;
 use crate::weights::{check_dtype, Weights};
 use metadata::Metadata;
@@ -26,7 +26,7 @@ const ROPE_FREQS: &str = "rope_freqs.weight";
 pub fn load_gguf_tokenizer(path: &Path) -> Result<crate::tokenizer::ChatTokenizer> {
     let file = std::fs::File::open(path).map_err(|e| ModelIoError::io(path, e))?;
     let content = Content::read(&mut BufReader::new(file))
-        .map_err(|e| ModelIoError::corrupt(path, format!("invalid GGUF header: {e}")))?;
+        .map_err(|e| ModelIoError::corrupt(path, format!("invalid GGUF header: {}", candle_text(&e))))?;
     tokenizer::tokenizer_from_metadata(&Metadata {
         values: &content.metadata,
         path,
@@ -38,7 +38,7 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<LoadedMod
     let file = std::fs::File::open(path).map_err(|e| ModelIoError::io(path, e))?;
     let mut reader = BufReader::new(file);
     let content = Content::read(&mut reader)
-        .map_err(|e| ModelIoError::corrupt(path, format!("invalid GGUF header: {e}")))?;
+        .map_err(|e| ModelIoError::corrupt(path, format!("invalid GGUF header: {}", candle_text(&e))))?;
     let md = Metadata {
         values: &content.metadata,
         path,
@@ -49,7 +49,7 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<LoadedMod
         content
             .tensor(reader, gguf_name, &Device::Cpu)
             .and_then(|q| q.dequantize(&Device::Cpu))
-            .map_err(|e| ModelIoError::corrupt(path, format!("tensor `{gguf_name}`: {e}")))
+            .map_err(|e| ModelIoError::corrupt(path, format!("tensor `{gguf_name}`: {}", candle_text(&e))))
     };
     let rope_freqs = match content.tensor_infos.contains_key(ROPE_FREQS) {
         true => Some(

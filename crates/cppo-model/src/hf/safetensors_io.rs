@@ -8,7 +8,7 @@ use candle_core::safetensors::Load;
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 
-use crate::error::{ModelIoError, Result};
+use crate::error::{candle_text, ModelIoError, Result};
 
 /// All tensors of one safetensors file, converted to `dtype` on `device`.
 pub fn read_safetensors(path: &Path, dtype: DType, device: &Device) -> Result<BTreeMap<String, Tensor>> {
@@ -22,7 +22,7 @@ pub fn read_safetensors(path: &Path, dtype: DType, device: &Device) -> Result<BT
             .load(&Device::Cpu)
             .and_then(|t| t.to_dtype(dtype))
             .and_then(|t| t.to_device(device))
-            .map_err(|e| ModelIoError::corrupt(path, format!("tensor `{name}`: {e}")))?;
+            .map_err(|e| ModelIoError::corrupt(path, format!("tensor `{name}`: {}", candle_text(&e))))?;
         out.insert(name, tensor);
     }
     Ok(out)
