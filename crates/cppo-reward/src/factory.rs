@@ -3,13 +3,14 @@
 use cppo_core::{Problem, Task};
 use serde::Deserialize;
 
+use crate::brevity::BrevityReward;
 use crate::format::FormatReward;
 use crate::gsm8k::Gsm8kReward;
 use crate::math::MathReward;
 use crate::{Reward, RewardError, Score, Weighted};
 
 /// The reward names [`reward_by_name`] knows.
-pub const REWARD_NAMES: &[&str] = &["accuracy", "gsm8k", "math", "format"];
+pub const REWARD_NAMES: &[&str] = &["accuracy", "gsm8k", "math", "format", "brevity"];
 
 /// Accuracy with the grader of the problem's task: GSM8K numbers or MATH LaTeX.
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,13 +40,14 @@ fn one() -> f64 {
     1.0
 }
 
-/// The reward called `name`: `accuracy` (by task), `gsm8k`, `math` or `format`.
+/// The reward called `name`: `accuracy` (by task), `gsm8k`, `math`, `format` or `brevity`.
 pub fn reward_by_name(name: &str) -> Result<Box<dyn Reward>, RewardError> {
     Ok(match name {
         "accuracy" => Box::new(AccuracyReward),
         "gsm8k" => Box::new(Gsm8kReward),
         "math" => Box::new(MathReward),
         "format" => Box::new(FormatReward),
+        "brevity" => Box::new(BrevityReward),
         other => return Err(RewardError::UnknownReward { name: other.to_string(), known: REWARD_NAMES.join(", ") }),
     })
 }

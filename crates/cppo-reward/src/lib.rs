@@ -3,6 +3,7 @@
 //!
 //! Every grader is total: any string in, a [`Score`] out, in bounded time ([`limits`]).
 
+pub mod brevity;
 mod error;
 pub mod factory;
 pub mod format;
@@ -17,6 +18,7 @@ mod weighted;
 
 pub use error::RewardError;
 pub use factory::{build_weighted, reward_by_name, AccuracyReward, RewardSpec, REWARD_NAMES};
+pub use brevity::BrevityReward;
 pub use format::FormatReward;
 pub use gsm8k::Gsm8kReward;
 pub use math::MathReward;

@@ -52,11 +52,11 @@ fn weighted_sums_parts_and_lists_them() {
 
 #[test]
 fn the_factory_builds_known_names_and_rejects_others() {
-    for name in ["accuracy", "gsm8k", "math", "format"] {
+    for name in ["accuracy", "gsm8k", "math", "format", "brevity"] {
         assert_eq!(reward_by_name(name).map(|r| r.name().to_string()), Ok(name.to_string()));
     }
     let err = reward_by_name("acuracy").err().expect("unknown name");
-    assert_eq!(err, RewardError::UnknownReward { name: "acuracy".into(), known: "accuracy, gsm8k, math, format".into() });
+    assert_eq!(err, RewardError::UnknownReward { name: "acuracy".into(), known: "accuracy, gsm8k, math, format, brevity".into() });
     assert!(err.to_string().contains("unknown reward `acuracy`") && err.to_string().contains("format"));
 
     let specs: Vec<RewardSpec> = serde_json::from_str(r#"[{"name": "accuracy"}, {"name": "format", "weight": 0.25}]"#).unwrap();
