@@ -2,10 +2,12 @@
 //! continuous batching, per-token log-probs, stop on EOS / stop strings / length, seeded and reproducible.
 
 pub mod backend;
+pub mod decoder_backend;
 pub mod engine;
 pub mod sampling;
 pub mod stop;
 
 pub use backend::Backend;
+pub use decoder_backend::DecoderBackend;
 pub use engine::{generate, Completion, EngineOptions, Finish, GenerationStats, Request};
 pub use sampling::SamplingParams;

@@ -45,6 +45,8 @@ fn overrides_set_leaves_and_tables() {
 
 #[test]
 fn unknown_keys_are_named() {
+    let e = err(MINIMAL, &["rollout.num_generation=8"]);
+    assert!(e.contains("num_generation"), "{e}");
     let e = err(MINIMAL, &["loss.bta=0.1"]);
     assert!(e.contains("bta"), "{e}");
     let e = err(&format!("{MINIMAL}\n[optim]\nlearning_rate = 1e-6\n"), &[]);

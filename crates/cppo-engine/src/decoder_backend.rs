@@ -1,0 +1,34 @@
+//! The engine's view of the decoder's inference path.
+
+use anyhow::Result;
+use cppo_model::{Decoder, KvCache};
+
+use crate::backend::Backend;
+
+pub struct DecoderBackend<'a>(pub &'a Decoder);
+
+impl Backend for DecoderBackend<'_> {
+    type Cache = KvCache;
+
+    fn vocab_size(&self) -> usize {
+        self.0.config().vocab_size
+    }
+
+    fn new_cache(&self, rows: usize, max_len: usize) -> Result<KvCache> {
+        Ok(self.0.new_cache(rows, max_len)?)
+    }
+
+    fn prefill(&self, cache: &mut KvCache, row: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+        cache.reset_row(row)?;
+        Ok(self.0.prefill(tokens, cache, row)?.to_dtype(candle_core::DType::F32)?.to_vec1()?)
+    }
+
+    fn copy_row(&self, cache: &mut KvCache, from: usize, to: &[usize]) -> Result<()> {
+        Ok(self.0.copy_row(cache, from, to)?)
+    }
+
+    fn decode(&self, cache: &mut KvCache, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
+        let logits = self.0.decode_step(tokens, rows, cache)?;
+        Ok(logits.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1()?)
+    }
+}

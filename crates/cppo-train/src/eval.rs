@@ -1,0 +1,118 @@
+//! Held-out evaluation: greedy accuracy, or n samples per problem with avg@n and pass@k; every generation
+//! is kept with its grade.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::Result;
+use cppo_core::passk::{avg_at_n, pass_at_k};
+use cppo_core::Problem;
+use cppo_engine::{Finish, SamplingParams};
+use cppo_model::{ChatTokenizer, Decoder};
+use cppo_reward::{AccuracyReward, Reward};
+use serde::{Deserialize, Serialize};
+
+use crate::prompt::Prompter;
+use crate::rollout::{generate_groups, RolloutRequest};
+
+#[derive(Clone, Debug)]
+pub struct EvalSettings {
+    pub samples: usize,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub max_new_tokens: usize,
+    pub pass_k: Vec<usize>,
+    pub max_batch: usize,
+    pub seed: u64,
+    pub stop: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub step: u64,
+    pub problems: usize,
+    pub samples: usize,
+    /// avg@n: the mean correctness over all samples (greedy accuracy when n = 1 at temperature 0).
+    pub accuracy: f64,
+    pub pass_at_k: BTreeMap<String, f64>,
+    pub mean_completion_tokens: f64,
+    pub truncated_fraction: f64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvalGeneration {
+    pub text: String,
+    pub correct: bool,
+    pub extracted: Option<String>,
+    pub tokens: usize,
+    pub finish: Finish,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvalRecord {
+    pub id: String,
+    pub prompt: String,
+    pub answer: String,
+    pub generations: Vec<EvalGeneration>,
+}
+
+pub fn evaluate(
+    policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    prompter: &Prompter,
+    problems: &[Problem],
+    settings: &EvalSettings,
+    step: u64,
+) -> Result<(EvalSummary, Vec<EvalRecord>)> {
+    let t = Instant::now();
+    let prompts = problems.iter().map(|p| prompter.ids(tokenizer, p)).collect::<Result<Vec<_>>>()?;
+    let params = SamplingParams {
+        temperature: settings.temperature,
+        top_p: settings.top_p,
+        top_k: 0,
+        max_new_tokens: settings.max_new_tokens,
+        stop: settings.stop.clone(),
+    };
+    let req = RolloutRequest { problems, prompts, group_size: settings.samples };
+    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, settings.max_batch, settings.seed, |_| {})?;
+    let grader = AccuracyReward;
+    let mut records = Vec::with_capacity(groups.len());
+    let mut all_correct = Vec::new();
+    let mut pass: BTreeMap<usize, f64> = settings.pass_k.iter().map(|&k| (k, 0.0)).collect();
+    let (mut tokens, mut truncated, mut count) = (0usize, 0usize, 0usize);
+    for g in &groups {
+        let mut generations = Vec::with_capacity(g.texts.len());
+        for (text, c) in g.texts.iter().zip(&g.completions) {
+            let s = grader.score(text, &g.problem);
+            let correct = s.correct.unwrap_or(false);
+            all_correct.push(correct);
+            tokens += c.tokens.len();
+            truncated += c.truncated() as usize;
+            count += 1;
+            generations.push(EvalGeneration { text: text.clone(), correct, extracted: s.extracted, tokens: c.tokens.len(), finish: c.finish });
+        }
+        let c = generations.iter().filter(|x| x.correct).count();
+        for (&k, v) in pass.iter_mut() {
+            *v += pass_at_k(generations.len(), c, k).unwrap_or(0.0);
+        }
+        records.push(EvalRecord {
+            id: g.problem.id.clone(),
+            prompt: g.problem.prompt.clone(),
+            answer: g.problem.answer.clone(),
+            generations,
+        });
+    }
+    let n = groups.len().max(1) as f64;
+    let summary = EvalSummary {
+        step,
+        problems: groups.len(),
+        samples: settings.samples,
+        accuracy: avg_at_n(&all_correct),
+        pass_at_k: pass.into_iter().map(|(k, v)| (format!("pass@{k}"), v / n)).collect(),
+        mean_completion_tokens: tokens as f64 / count.max(1) as f64,
+        truncated_fraction: truncated as f64 / count.max(1) as f64,
+        seconds: t.elapsed().as_secs_f64(),
+    };
+    Ok((summary, records))
+}

@@ -1,0 +1,111 @@
+//! Rollouts: G completions for each question from the generation engine, decoded and scored.
+
+use anyhow::Result;
+use cppo_core::Problem;
+use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams};
+use cppo_model::{ChatTokenizer, Decoder};
+use cppo_reward::Reward;
+
+/// One question's group of completions with their scores.
+pub struct Rollout {
+    pub problem: Problem,
+    pub prompt: Vec<u32>,
+    pub completions: Vec<Completion>,
+    pub texts: Vec<String>,
+    /// The weighted reward of each completion.
+    pub rewards: Vec<f64>,
+    /// `parts[p][i]`: the unweighted score of reward part p for completion i.
+    pub parts: Vec<Vec<f64>>,
+    /// Whether each completion was graded correct by the accuracy part (false when no part grades).
+    pub correct: Vec<bool>,
+}
+
+/// The configured rewards, scored part by part so each part's mean can be reported.
+pub struct RewardSet {
+    pub parts: Vec<(String, f64, Box<dyn Reward>)>,
+}
+
+impl RewardSet {
+    pub fn from_config(weights: &std::collections::BTreeMap<String, f64>) -> Result<Self> {
+        let mut parts = Vec::new();
+        for (name, &w) in weights {
+            let reward = cppo_reward::reward_by_name(name).map_err(|e| anyhow::anyhow!("reward.{name}: {e}"))?;
+            parts.push((name.clone(), w, reward));
+        }
+        Ok(RewardSet { parts })
+    }
+
+    /// (weighted total, per-part values, correct)
+    pub fn score(&self, text: &str, problem: &Problem) -> (f64, Vec<f64>, bool) {
+        let mut total = 0.0;
+        let mut values = Vec::with_capacity(self.parts.len());
+        let mut correct = None;
+        for (_, w, reward) in &self.parts {
+            let s = reward.score(text, problem);
+            total += w * s.value;
+            values.push(s.value);
+            if correct.is_none() {
+                correct = s.correct;
+            }
+        }
+        (total, values, correct.unwrap_or(false))
+    }
+}
+
+pub struct RolloutRequest<'a> {
+    pub problems: &'a [Problem],
+    pub prompts: Vec<Vec<u32>>,
+    pub group_size: usize,
+}
+
+/// Generates and decodes; scoring is separate so its time is reported on its own.
+pub fn generate_groups(
+    policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    req: &RolloutRequest,
+    params: &SamplingParams,
+    max_batch: usize,
+    seed: u64,
+    on_finish: impl FnMut(usize),
+) -> Result<(Vec<Rollout>, GenerationStats)> {
+    let requests: Vec<Request> =
+        req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
+    let options = EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed };
+    let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
+    let backend = cppo_engine::DecoderBackend(policy);
+    let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
+    let mut out = Vec::with_capacity(groups.len());
+    for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {
+        let texts = completions
+            .iter()
+            .map(|c| tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from))
+            .collect::<Result<Vec<_>>>()?;
+        out.push(Rollout {
+            problem: problem.clone(),
+            prompt: prompt.clone(),
+            completions,
+            texts,
+            rewards: vec![],
+            parts: vec![],
+            correct: vec![],
+        });
+    }
+    Ok((out, stats))
+}
+
+pub fn score_groups(rollouts: &mut [Rollout], rewards: &RewardSet) {
+    for r in rollouts {
+        let n = r.texts.len();
+        r.rewards = Vec::with_capacity(n);
+        r.parts = vec![Vec::with_capacity(n); rewards.parts.len()];
+        r.correct = Vec::with_capacity(n);
+        for text in &r.texts {
+            let (total, values, correct) = rewards.score(text, &r.problem);
+            r.rewards.push(total);
+            for (p, v) in values.into_iter().enumerate() {
+                r.parts[p].push(v);
+            }
+            r.correct.push(correct);
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The training loop: sample questions, generate, score, select, update; evaluate and checkpoint on
+//! their cadence. Each phase is a function elsewhere; this file strings them together, times them and
+//! writes one metrics line per step.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Var};
+use cppo_core::Problem;
+use cppo_data::{PromptTemplate, Sampler};
+use cppo_engine::SamplingParams;
+use cppo_model::{ChatTokenizer, Decoder, ModelConfig};
+
+use crate::checkpoint::{self, TrainerState};
+use crate::config::TrainConfig;
+use crate::eval::{evaluate, EvalSettings, EvalSummary};
+use crate::fsutil::write_atomic;
+use crate::metrics::{JsonlLog, PhaseTimes, StepMetrics};
+use crate::optim::{AdamW, GradAccumulator};
+use crate::prompt::Prompter;
+use crate::rollout::{generate_groups, score_groups, RewardSet, Rollout, RolloutRequest};
+use crate::schedule::learning_rate;
+use crate::sources::{load_problems, parse_device, resolve_model_path};
+use crate::update::{build_batch, Updater};
+
+pub struct Trainer {
+    pub cfg: TrainConfig,
+    pub policy: Decoder,
+    pub reference: Option<Decoder>,
+    pub tokenizer: ChatTokenizer,
+    pub model_config: ModelConfig,
+    pub prompter: Prompter,
+    pub rewards: RewardSet,
+    pub sampler: Sampler,
+    pub eval_problems: Vec<Problem>,
+    vars: Vec<(String, Var)>,
+    optimizer: AdamW,
+    grads: GradAccumulator,
+    /// Training steps completed.
+    pub step: u64,
+    pub best_eval: Option<(u64, f64)>,
+    pub out: PathBuf,
+    metrics: JsonlLog,
+    evals: JsonlLog,
+}
+
+/// What a step hands back besides its metrics line (for tests and progress display).
+pub struct StepReport {
+    pub metrics: StepMetrics,
+    pub rollouts: Vec<Rollout>,
+    /// (group, completion index) of every completion that went to the update.
+    pub kept: Vec<(usize, usize)>,
+}
+
+impl Trainer {
+    /// Builds everything a run needs and checks the inputs before any training: the model loads, the
+    /// datasets exist, every prompt fits. With `resume`, continues from the newest checkpoint in the
+    /// output folder.
+    pub fn new(cfg: TrainConfig, resume: bool) -> Result<Self> {
+        let device = parse_device(&cfg.model.device)?;
+        let dtype = match cfg.model.dtype.as_str() {
+            "f32" => DType::F32,
+            "bf16" => DType::BF16,
+            other => bail!("model.dtype = \"{other}\": expected \"f32\" or \"bf16\""),
+        };
+        let out = cfg.output_dir.clone();
+        let latest = if resume { checkpoint::latest(&out)? } else { None };
+        if resume && latest.is_none() {
+            bail!("--resume: {} holds no checkpoint to resume from", out.display());
+        }
+        let model_path = match &latest {
+            Some(dir) => dir.join(checkpoint::MODEL_DIR),
+            None => resolve_model_path(&cfg.model.path)?,
+        };
+        let loaded = cppo_model::load_model(&model_path, dtype, &device)
+            .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
+        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?;
+        // The reference is the initial policy, frozen; with beta = 0 it is never built.
+        let reference = if cfg.loss.beta > 0.0 {
+            let ref_path = resolve_model_path(&cfg.model.path)?;
+            if latest.is_some() {
+                let initial = cppo_model::load_model(&ref_path, dtype, &device)?;
+                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?)
+            } else {
+                Some(policy.frozen_copy()?)
+            }
+        } else {
+            None
+        };
+        let template = match cfg.data.template.as_str() {
+            "custom" => PromptTemplate::new(cfg.data.system.clone(), cfg.data.user.clone().unwrap_or_else(|| "{question}".into()))
+                .map_err(|e| anyhow::anyhow!("data.user: {e}"))?,
+            name => PromptTemplate::preset(name).map_err(|e| anyhow::anyhow!("data.template: {e}"))?,
+        };
+        let prompter = Prompter { template, max_prompt_tokens: cfg.data.max_prompt_tokens };
+        let train = load_problems(&cfg.data.train, &cfg.data, cfg.seed).context("data.train")?;
+        if train.is_empty() {
+            bail!("data.train = {}: no problems", cfg.data.train);
+        }
+        let mut eval_problems = match &cfg.data.eval {
+            Some(name) => load_problems(name, &cfg.data, cfg.seed).context("data.eval")?,
+            None => vec![],
+        };
+        if let Some(limit) = cfg.data.eval_limit {
+            eval_problems.truncate(limit);
+        }
+        for p in train.iter().chain(&eval_problems) {
+            prompter.ids(&loaded.tokenizer, p)?;
+        }
+        let rewards = RewardSet::from_config(&cfg.reward)?;
+        let vars = policy.vars();
+        let mut optimizer = AdamW::new(&vars, cfg.optim.adamw());
+        let grads = GradAccumulator::new(&vars);
+        let config_text = toml::to_string(&cfg)?;
+        let (sampler, step, best_eval) = match &latest {
+            Some(dir) => {
+                let state = checkpoint::load_state(dir)?;
+                if state.config != config_text {
+                    bail!("--resume: the configuration differs from the one {} was trained with; resume with the same config", dir.display());
+                }
+                optimizer.load(&dir.join(checkpoint::OPTIMIZER_FILE))?;
+                (Sampler::restore(train, state.sampler)?, state.step, state.best_eval)
+            }
+            None => (Sampler::new(train, cfg.seed)?, 0, None),
+        };
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create output_dir {}", out.display()))?;
+        let metrics = JsonlLog::new(out.join("metrics.jsonl"));
+        let evals = JsonlLog::new(out.join("eval.jsonl"));
+        if latest.is_some() {
+            metrics.truncate_after(step)?;
+            evals.truncate_after(step)?;
+        } else {
+            for log in [&metrics, &evals] {
+                if log.path.exists() {
+                    std::fs::remove_file(&log.path)?;
+                }
+            }
+        }
+        write_atomic(&out.join("config.toml"), config_text.as_bytes())?;
+        Ok(Trainer {
+            model_config: loaded.config,
+            tokenizer: loaded.tokenizer,
+            cfg,
+            policy,
+            reference,
+            prompter,
+            rewards,
+            sampler,
+            eval_problems,
+            vars,
+            optimizer,
+            grads,
+            step,
+            best_eval,
+            out,
+            metrics,
+            evals,
+        })
+    }
+
+    fn sampling(&self) -> SamplingParams {
+        let g = &self.cfg.generation;
+        SamplingParams { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k, max_new_tokens: g.max_new_tokens, stop: g.stop.clone() }
+    }
+
+    /// Seeds of step s depend only on (seed, s), so a resumed run draws what an uninterrupted one would.
+    fn step_seed(&self, step: u64) -> u64 {
+        self.cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step)
+    }
+
+    /// One training step.
+    pub fn train_step(&mut self, on_generated: impl FnMut(usize)) -> Result<StepReport> {
+        let t_step = Instant::now();
+        let step = self.step;
+        let plan = self.cfg.plan().map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
+        let g = self.cfg.rollout.num_generations;
+        let problems = self.sampler.next_batch(plan.questions_per_step);
+        let prompts = problems.iter().map(|p| self.prompter.ids(&self.tokenizer, p)).collect::<Result<Vec<_>>>()?;
+        let mut times = PhaseTimes::default();
+
+        let t = Instant::now();
+        let req = RolloutRequest { problems: &problems, prompts, group_size: g };
+        let (mut rollouts, _gen) = generate_groups(
+            &self.policy,
+            &self.tokenizer,
+            &req,
+            &self.sampling(),
+            self.cfg.generation.max_batch,
+            self.step_seed(step),
+            on_generated,
+        )?;
+        times.generation = t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        score_groups(&mut rollouts, &self.rewards);
+        times.reward = t.elapsed().as_secs_f64();
+
+        let rewards: Vec<Vec<f64>> = rollouts.iter().map(|r| r.rewards.clone()).collect();
+        let selection = self.cfg.rollout.selection.select(&rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
+        let normaliser = self.cfg.loss.normaliser.unwrap_or(self.cfg.generation.max_new_tokens as f64);
+        let batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
+
+        let total_opt = self.cfg.optimizer_steps();
+        let warmup = self.cfg.warmup_steps();
+        let (sched, base, mu) = (self.cfg.optim.schedule, self.cfg.optim.lr, self.cfg.loss.num_iterations as u64);
+        let outcome = Updater {
+            policy: &self.policy,
+            reference: self.reference.as_ref(),
+            vars: &self.vars,
+            optimizer: &mut self.optimizer,
+            grads: &mut self.grads,
+            loss: &self.cfg.loss,
+        }
+        .run(&batch, |pass| learning_rate(sched, base, step * mu + pass as u64, warmup, total_opt))?;
+        times.reference = outcome.reference_seconds;
+        times.old_policy = outcome.old_policy_seconds;
+        times.policy = outcome.policy_seconds;
+        times.optimizer = outcome.optimizer_seconds;
+        times.total = t_step.elapsed().as_secs_f64();
+
+        let all: Vec<f64> = rewards.iter().flatten().copied().collect();
+        let n = all.len().max(1) as f64;
+        let mean = all.iter().sum::<f64>() / n;
+        let std = (all.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let lengths: Vec<usize> = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).collect();
+        let truncated = rollouts.iter().flat_map(|r| &r.completions).filter(|c| c.truncated()).count();
+        let correct = rollouts.iter().flat_map(|r| &r.correct).filter(|&&c| c).count();
+        let tokens = outcome.stats.tokens.max(1.0);
+        let mut parts = std::collections::BTreeMap::new();
+        for (p, (name, _, _)) in self.rewards.parts.iter().enumerate() {
+            let v: Vec<f64> = rollouts.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
+            parts.insert(name.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64);
+        }
+        let totals = selection.totals();
+        let metrics = StepMetrics {
+            step: step + 1,
+            questions: totals.questions,
+            completions_generated: totals.generated,
+            completions_kept: batch.items.len(),
+            groups_dropped: totals.dropped_uniform,
+            reward_mean: mean,
+            reward_std: std,
+            rewards: parts,
+            accuracy: correct as f64 / n,
+            completion_length_mean: lengths.iter().sum::<usize>() as f64 / lengths.len().max(1) as f64,
+            completion_length_max: lengths.iter().copied().max().unwrap_or(0),
+            truncated_fraction: truncated as f64 / n,
+            kl: outcome.stats.kl_sum / tokens,
+            clip_fraction: (outcome.stats.clipped_low + outcome.stats.clipped_high) / tokens,
+            clip_fraction_low: outcome.stats.clipped_low / tokens,
+            clip_fraction_high: outcome.stats.clipped_high / tokens,
+            entropy: outcome.entropy_sum / tokens,
+            loss: outcome.stats.loss,
+            grad_norm: outcome.grad_norm,
+            learning_rate: outcome.learning_rate,
+            loss_tokens: batch.loss_tokens,
+            forward_rows: outcome.forward_rows,
+            time: times,
+        };
+        let kept: Vec<(usize, usize)> = batch.items.iter().map(|it| (it.group, it.index)).collect();
+        drop(batch);
+        self.step += 1;
+        self.metrics.append(&metrics)?;
+        if self.cfg.train.log_completions {
+            self.log_completions(&rollouts, &selection)?;
+        }
+        Ok(StepReport { metrics, rollouts, kept })
+    }
+
+    fn log_completions(&self, rollouts: &[Rollout], selection: &cppo_core::Selection) -> Result<()> {
+        let log = JsonlLog::new(self.out.join("completions.jsonl"));
+        let kept: std::collections::HashSet<(usize, usize)> = selection.iter_kept().map(|(g, i, _)| (g, i)).collect();
+        for (g, r) in rollouts.iter().enumerate() {
+            for (i, text) in r.texts.iter().enumerate() {
+                log.append(&serde_json::json!({
+                    "step": self.step, "problem": r.problem.id, "completion": text,
+                    "reward": r.rewards[i], "kept": kept.contains(&(g, i)),
+                }))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn eval_settings(&self) -> EvalSettings {
+        let e = &self.cfg.eval;
+        EvalSettings {
+            samples: e.samples,
+            temperature: e.temperature,
+            top_p: e.top_p,
+            max_new_tokens: e.max_new_tokens.unwrap_or(self.cfg.generation.max_new_tokens),
+            pass_k: e.pass_k.clone(),
+            max_batch: self.cfg.generation.max_batch,
+            seed: self.cfg.seed ^ 0xE7A1,
+            stop: self.cfg.generation.stop.clone(),
+        }
+    }
+
+    /// Evaluates the current policy on the held-out problems, appends the summary to `eval.jsonl` and
+    /// writes every generation to `evals/step-NNNNNN.jsonl`.
+    pub fn evaluate(&mut self) -> Result<Option<EvalSummary>> {
+        if self.eval_problems.is_empty() {
+            return Ok(None);
+        }
+        let (summary, records) = evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.eval_problems, &self.eval_settings(), self.step)?;
+        self.evals.append(&summary)?;
+        let dir = self.out.join("evals");
+        std::fs::create_dir_all(&dir)?;
+        let mut text = String::new();
+        for r in &records {
+            text.push_str(&serde_json::to_string(r)?);
+            text.push('\n');
+        }
+        write_atomic(&dir.join(format!("step-{:06}.jsonl", self.step)), text.as_bytes())?;
+        if self.best_eval.is_none_or(|(_, b)| summary.accuracy > b) {
+            self.best_eval = Some((self.step, summary.accuracy));
+        }
+        Ok(Some(summary))
+    }
+
+    pub fn save_checkpoint(&self) -> Result<PathBuf> {
+        let state = TrainerState {
+            step: self.step,
+            seed: self.cfg.seed,
+            sampler: self.sampler.state(),
+            config: toml::to_string(&self.cfg)?,
+            best_eval: self.best_eval,
+        };
+        checkpoint::save(
+            &self.out,
+            &state,
+            |dir| self.save_model(dir),
+            |path| self.optimizer.save(path),
+        )
+    }
+
+    /// Writes the current policy as a Hugging Face directory (f32).
+    pub fn save_model(&self, dir: &Path) -> Result<()> {
+        let weights = self.policy.to_weights()?;
+        cppo_model::save_hf(dir, &self.model_config, &weights, &self.tokenizer, DType::F32)?;
+        Ok(())
+    }
+
+    pub fn device(&self) -> &Device {
+        self.policy.device()
+    }
+
+    pub fn metrics_path(&self) -> &Path {
+        &self.metrics.path
+    }
+}

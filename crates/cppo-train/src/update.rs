@@ -1,0 +1,185 @@
+//! The policy update for the completions a strategy kept: reference and old-policy log-probs (only when
+//! needed), then mu passes of forward + backward over token-budgeted micro-batches and one optimizer step
+//! per pass. Nothing here ever sees a pruned completion: the batch is built from the selection alone.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use candle_core::{Tensor, Var};
+use cppo_core::Selection;
+use cppo_model::Decoder;
+
+use crate::config::LossSection;
+use crate::loss::{masked_sum, policy_loss, LossInputs, LossStats};
+use crate::optim::{AdamW, GradAccumulator};
+use crate::rollout::Rollout;
+
+/// One kept completion as the update sees it.
+pub struct Item<'a> {
+    pub group: usize,
+    /// The completion's index within its group.
+    pub index: usize,
+    pub tokens: &'a [u32],
+    pub advantage: f32,
+    pub weight: f32,
+}
+
+/// The kept completions of one question that go through the model together, sharing the prompt.
+pub struct MicroBatch {
+    pub group: usize,
+    pub items: Vec<usize>,
+}
+
+pub struct Batch<'a> {
+    pub prompts: Vec<&'a [u32]>,
+    pub items: Vec<Item<'a>>,
+    pub micro: Vec<MicroBatch>,
+    pub loss_tokens: usize,
+}
+
+/// Builds the update batch from the selection. Truncated completions are left out entirely when
+/// `mask_truncated` is on (they would carry no loss), and so is any completion without tokens.
+pub fn build_batch<'a>(
+    rollouts: &'a [Rollout],
+    selection: &Selection,
+    loss: &LossSection,
+    normaliser: f64,
+    micro_batch_tokens: usize,
+) -> Result<Batch<'a>> {
+    let mut kept = Vec::new();
+    for (g, i, a) in selection.iter_kept() {
+        let c = &rollouts[g].completions[i];
+        if c.tokens.is_empty() || (loss.mask_truncated && c.truncated()) {
+            continue;
+        }
+        kept.push((g, i, &c.tokens[..], a));
+    }
+    let counts: Vec<usize> = kept.iter().map(|(_, _, t, _)| t.len()).collect();
+    let weights = loss.aggregation.weights(&counts, normaliser).map_err(|e| anyhow::anyhow!("loss: {e}"))?;
+    let items: Vec<Item> = kept
+        .iter()
+        .zip(&weights)
+        .map(|(&(group, index, tokens, a), &w)| Item { group, index, tokens, advantage: a as f32, weight: w as f32 })
+        .collect();
+    // Pack each question's items greedily under the token budget (its prompt counted once per micro-batch).
+    let mut micro: Vec<MicroBatch> = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let g = items[i].group;
+        let prompt = rollouts[g].prompt.len();
+        let mut mb = MicroBatch { group: g, items: vec![i] };
+        let mut used = prompt + items[i].tokens.len();
+        i += 1;
+        while i < items.len() && items[i].group == g && used + items[i].tokens.len() <= micro_batch_tokens {
+            used += items[i].tokens.len();
+            mb.items.push(i);
+            i += 1;
+        }
+        micro.push(mb);
+    }
+    Ok(Batch {
+        prompts: rollouts.iter().map(|r| &r.prompt[..]).collect(),
+        loss_tokens: counts.iter().sum(),
+        items,
+        micro,
+    })
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct UpdateOutcome {
+    pub stats: LossStats,
+    pub entropy_sum: f64,
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    pub forward_rows: usize,
+    pub reference_seconds: f64,
+    pub old_policy_seconds: f64,
+    pub policy_seconds: f64,
+    pub optimizer_seconds: f64,
+}
+
+pub struct Updater<'a> {
+    pub policy: &'a Decoder,
+    pub reference: Option<&'a Decoder>,
+    pub vars: &'a [(String, Var)],
+    pub optimizer: &'a mut AdamW,
+    pub grads: &'a mut GradAccumulator,
+    pub loss: &'a LossSection,
+}
+
+impl Updater<'_> {
+    /// Runs mu passes over the batch; `lr(pass)` gives the learning rate of each optimizer step.
+    pub fn run(&mut self, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
+        let mut out = UpdateOutcome::default();
+        if batch.items.is_empty() {
+            return Ok(out);
+        }
+        let device = self.policy.device().clone();
+        let mu = self.loss.num_iterations;
+        let need_ref = self.loss.beta > 0.0;
+        let mut reference: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
+        let mut old: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
+        for (m, mb) in batch.micro.iter().enumerate() {
+            let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
+            if need_ref {
+                let model = self.reference.ok_or_else(|| anyhow::anyhow!("beta > 0 but no reference model was built"))?;
+                let t = Instant::now();
+                reference[m] = Some(model.completion_logprobs(batch.prompts[mb.group], &completions)?.logprobs.detach());
+                out.reference_seconds += t.elapsed().as_secs_f64();
+                out.forward_rows += completions.len();
+            }
+            if mu > 1 {
+                let t = Instant::now();
+                old[m] = Some(self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?.logprobs.detach());
+                out.old_policy_seconds += t.elapsed().as_secs_f64();
+                out.forward_rows += completions.len();
+            }
+        }
+        for pass in 0..mu {
+            let t = Instant::now();
+            self.grads.zero();
+            let mut pass_stats = LossStats::default();
+            for (m, mb) in batch.micro.iter().enumerate() {
+                let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
+                let lp = self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?;
+                out.forward_rows += completions.len();
+                let (k, lmax) = lp.logprobs.dims2()?;
+                let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
+                let advantages = Tensor::from_vec(advantages, k, &device)?;
+                let row_w: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
+                let weights = lp.mask.broadcast_mul(&Tensor::from_vec(row_w, (k, 1), &device)?)?;
+                let inputs = LossInputs {
+                    logprobs: &lp.logprobs,
+                    old_logprobs: old[m].as_ref(),
+                    ref_logprobs: reference[m].as_ref(),
+                    advantages: &advantages,
+                    weights: &weights,
+                    mask: &lp.mask,
+                };
+                let (loss, stats) = policy_loss(&inputs, self.loss)?;
+                if !stats.loss.is_finite() {
+                    bail!("the loss is {} (micro-batch {m} of question {}): stopping this step without updating the weights", stats.loss, mb.group);
+                }
+                if pass == 0 {
+                    out.entropy_sum += masked_sum(&lp.entropy, &lp.mask)?;
+                }
+                let grads = loss.backward()?;
+                self.grads.add(self.vars, &grads)?;
+                pass_stats.add(&stats);
+                debug_assert_eq!(lmax, completions.iter().map(|c| c.len()).max().unwrap_or(0));
+            }
+            out.policy_seconds += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let rate = lr(pass);
+            let report = self.optimizer.step(self.vars, self.grads, rate)?;
+            out.optimizer_seconds += t.elapsed().as_secs_f64();
+            out.grad_norm = report.grad_norm;
+            out.learning_rate = rate;
+            // Report the first pass's statistics: those of the batch as generated.
+            if pass == 0 {
+                out.stats = pass_stats;
+            }
+        }
+        Ok(out)
+    }
+}
