@@ -46,13 +46,16 @@ pub struct ChatTemplate {
 
 impl std::fmt::Debug for ChatTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatTemplate").field("source", &self.source).finish()
+        f.debug_struct("ChatTemplate")
+            .field("source", &self.source)
+            .finish()
     }
 }
 
 impl Clone for ChatTemplate {
     fn clone(&self) -> Self {
-        ChatTemplate::new(self.source.clone(), "clone").expect("a template that compiled once compiles again")
+        ChatTemplate::new(self.source.clone(), "clone")
+            .expect("a template that compiled once compiles again")
     }
 }
 
@@ -103,7 +106,9 @@ impl ChatTemplate {
                 ctx.insert(name, Value::from(token.as_str()));
             }
         }
-        template.render(ctx).map_err(|e| template_error("render", &e))
+        template
+            .render(ctx)
+            .map_err(|e| template_error("render", &e))
     }
 }
 
@@ -119,7 +124,8 @@ fn template_error(origin: &str, e: &Error) -> ModelIoError {
 fn without_generation_tags(source: &str) -> String {
     static TAG: OnceLock<regex::Regex> = OnceLock::new();
     let tag = TAG.get_or_init(|| {
-        regex::Regex::new(r"\{%-?\s*(?:end)?generation\s*-?%\}").expect("a valid regular expression")
+        regex::Regex::new(r"\{%-?\s*(?:end)?generation\s*-?%\}")
+            .expect("a valid regular expression")
     });
     tag.replace_all(source, "").into_owned()
 }

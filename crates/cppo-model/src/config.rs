@@ -160,20 +160,29 @@ impl ModelConfig {
             ));
         }
         if self.head_dim % 2 != 0 {
-            return Some(("head_dim", format!("{} is odd; rotary embedding needs pairs", self.head_dim)));
+            return Some((
+                "head_dim",
+                format!("{} is odd; rotary embedding needs pairs", self.head_dim),
+            ));
         }
-        if !(self.rms_norm_eps > 0.0) {
+        if self.rms_norm_eps.is_nan() || self.rms_norm_eps <= 0.0 {
             return Some(("rms_norm_eps", "must be positive".into()));
         }
-        if !(self.rope_theta > 0.0) {
+        if self.rope_theta.is_nan() || self.rope_theta <= 0.0 {
             return Some(("rope_theta", "must be positive".into()));
         }
         let outside = |id: &u32| *id as usize >= self.vocab_size;
         if let Some(id) = self.bos_token_id.iter().find(|id| outside(id)) {
-            return Some(("bos_token_id", format!("{id} is outside the vocabulary of {}", self.vocab_size)));
+            return Some((
+                "bos_token_id",
+                format!("{id} is outside the vocabulary of {}", self.vocab_size),
+            ));
         }
         if let Some(id) = self.eos_token_ids.iter().find(|id| outside(id)) {
-            return Some(("eos_token_id", format!("{id} is outside the vocabulary of {}", self.vocab_size)));
+            return Some((
+                "eos_token_id",
+                format!("{id} is outside the vocabulary of {}", self.vocab_size),
+            ));
         }
         None
     }

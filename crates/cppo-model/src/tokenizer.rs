@@ -40,12 +40,18 @@ impl ChatTokenizer {
         for (key, token) in named {
             if let Some(token) = token {
                 if tokenizer.token_to_id(token).is_none() {
-                    return Err(tok_error(key, format!("`{token}` is not in the vocabulary")));
+                    return Err(tok_error(
+                        key,
+                        format!("`{token}` is not in the vocabulary"),
+                    ));
                 }
             }
         }
         let mut eos: Vec<u32> = Vec::new();
-        let eos_token_id = special.eos_token.as_deref().and_then(|t| tokenizer.token_to_id(t));
+        let eos_token_id = special
+            .eos_token
+            .as_deref()
+            .and_then(|t| tokenizer.token_to_id(t));
         for id in eos_token_ids.iter().copied().chain(eos_token_id) {
             if !eos.contains(&id) {
                 eos.push(id);
@@ -68,7 +74,8 @@ impl ChatTokenizer {
 
     /// Parses a `tokenizer.json`; `origin` labels errors.
     pub fn parse_tokenizer_json(json: &str, origin: &str) -> Result<tokenizers::Tokenizer> {
-        json.parse::<tokenizers::Tokenizer>().map_err(|e| tok_error(origin, e))
+        json.parse::<tokenizers::Tokenizer>()
+            .map_err(|e| tok_error(origin, e))
     }
 
     /// The chat as the model's template writes it, ending with the assistant header when asked.
@@ -85,12 +92,17 @@ impl ChatTokenizer {
 
     /// Token ids of `text`; special tokens written in the text become their ids, none is added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let encoding = self.tokenizer.encode_fast(text, false).map_err(|e| tok_error("encode", e))?;
+        let encoding = self
+            .tokenizer
+            .encode_fast(text, false)
+            .map_err(|e| tok_error("encode", e))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String> {
-        self.tokenizer.decode(ids, skip_special).map_err(|e| tok_error("decode", e))
+        self.tokenizer
+            .decode(ids, skip_special)
+            .map_err(|e| tok_error("decode", e))
     }
 
     /// Ids that end a generation: the eos token and any further stop ids the model declares.
@@ -99,11 +111,17 @@ impl ChatTokenizer {
     }
 
     pub fn bos_token_id(&self) -> Option<u32> {
-        self.special.bos_token.as_deref().and_then(|t| self.token_to_id(t))
+        self.special
+            .bos_token
+            .as_deref()
+            .and_then(|t| self.token_to_id(t))
     }
 
     pub fn pad_token_id(&self) -> Option<u32> {
-        self.special.pad_token.as_deref().and_then(|t| self.token_to_id(t))
+        self.special
+            .pad_token
+            .as_deref()
+            .and_then(|t| self.token_to_id(t))
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
@@ -139,6 +157,8 @@ impl ChatTokenizer {
 
     /// The pipeline as a `tokenizer.json` transformers and `tokenizers` load.
     pub fn to_tokenizer_json(&self) -> Result<String> {
-        self.tokenizer.to_string(false).map_err(|e| tok_error("serialise", e))
+        self.tokenizer
+            .to_string(false)
+            .map_err(|e| tok_error("serialise", e))
     }
 }

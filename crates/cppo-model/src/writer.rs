@@ -46,7 +46,8 @@ pub fn save_hf(
     std::fs::create_dir_all(&parent).map_err(|e| ModelIoError::io(&parent, e))?;
     let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
     std::fs::create_dir(&tmp).map_err(|e| ModelIoError::io(&tmp, e))?;
-    let written = write_contents(&tmp, config, weights, tokenizer, dtype).and_then(|()| swap_into_place(&tmp, dir));
+    let written = write_contents(&tmp, config, weights, tokenizer, dtype)
+        .and_then(|()| swap_into_place(&tmp, dir));
     if written.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
@@ -56,7 +57,13 @@ pub fn save_hf(
 /// Converts a GGUF file into a Hugging Face directory with f32 tensors (dequantised values, exactly).
 pub fn convert_gguf(gguf: &Path, out: &Path) -> Result<()> {
     let model = crate::gguf::load_gguf(gguf, DType::F32, &Device::Cpu)?;
-    save_hf(out, &model.config, &model.weights, &model.tokenizer, DType::F32)
+    save_hf(
+        out,
+        &model.config,
+        &model.weights,
+        &model.tokenizer,
+        DType::F32,
+    )
 }
 
 fn replaceable(dir: &Path) -> Result<bool> {
@@ -68,7 +75,10 @@ fn replaceable(dir: &Path) -> Result<bool> {
 }
 
 fn unique_suffix() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("{}-{nanos}", std::process::id())
 }
 
@@ -78,7 +88,9 @@ fn swap_into_place(tmp: &Path, dir: &Path) -> Result<()> {
     }
     let old = tmp.with_file_name(format!(
         ".{}.old-{}",
-        dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        dir.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
         unique_suffix()
     ));
     std::fs::rename(dir, &old).map_err(|e| ModelIoError::io(dir, e))?;
@@ -99,7 +111,9 @@ fn write_contents(
 ) -> Result<()> {
     let mut tensors = std::collections::BTreeMap::new();
     for (name, t) in &weights.tensors {
-        let t = t.to_dtype(dtype).map_err(|e| ModelIoError::tensor(name, e))?;
+        let t = t
+            .to_dtype(dtype)
+            .map_err(|e| ModelIoError::tensor(name, e))?;
         tensors.insert(name.clone(), t);
     }
     let st_path = dir.join("model.safetensors");
@@ -108,9 +122,18 @@ fn write_contents(
     drop(tensors);
 
     write_json(&dir.join("config.json"), &config_json(config, dtype)?)?;
-    write_json(&dir.join("generation_config.json"), &generation_config(config, tokenizer))?;
-    write_file(&dir.join("tokenizer.json"), tokenizer.to_tokenizer_json()?.as_bytes())?;
-    write_json(&dir.join("tokenizer_config.json"), &tokenizer_config(config, tokenizer))?;
+    write_json(
+        &dir.join("generation_config.json"),
+        &generation_config(config, tokenizer),
+    )?;
+    write_file(
+        &dir.join("tokenizer.json"),
+        tokenizer.to_tokenizer_json()?.as_bytes(),
+    )?;
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &tokenizer_config(config, tokenizer),
+    )?;
     Ok(())
 }
 
@@ -159,7 +182,8 @@ fn write_json(path: &Path, value: &Value) -> Result<()> {
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = std::fs::File::create(path).map_err(|e| ModelIoError::io(path, e))?;
-    file.write_all(bytes).map_err(|e| ModelIoError::io(path, e))?;
+    file.write_all(bytes)
+        .map_err(|e| ModelIoError::io(path, e))?;
     file.sync_all().map_err(|e| ModelIoError::io(path, e))
 }
 

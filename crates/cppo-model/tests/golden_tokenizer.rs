@@ -4,7 +4,10 @@
 use cppo_model::{fetch, gguf, ChatMessage};
 use serde::Deserialize;
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/golden/smollm2-135m-instruct.json");
+const GOLDEN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/golden/smollm2-135m-instruct.json"
+);
 
 #[derive(Deserialize)]
 struct Golden {
@@ -33,15 +36,34 @@ fn chat_template_tokens_and_decoding_match_transformers() {
     let path = fetch::smollm2_135m_instruct_gguf().expect("fetch the SmolLM2 GGUF");
     let tok = gguf::load_gguf_tokenizer(&path).expect("tokenizer from GGUF metadata");
     let golden = golden();
-    assert!(golden.cases.len() >= 3, "expected at least three golden cases");
+    assert!(
+        golden.cases.len() >= 3,
+        "expected at least three golden cases"
+    );
     for (i, case) in golden.cases.iter().enumerate() {
         let text = tok.render(&case.messages, true).expect("render");
         assert_eq!(text, case.prompt_text, "case {i}: rendered prompt");
-        assert_eq!(tok.encode(&text).expect("encode"), case.prompt_ids, "case {i}: prompt ids");
-        assert_eq!(tok.decode(&case.greedy_32, false).expect("decode"), case.greedy_32_text, "case {i}: greedy text");
-        assert_eq!(tok.encode(&case.completion_text).expect("encode"), case.completion_ids, "case {i}: completion ids");
+        assert_eq!(
+            tok.encode(&text).expect("encode"),
+            case.prompt_ids,
+            "case {i}: prompt ids"
+        );
+        assert_eq!(
+            tok.decode(&case.greedy_32, false).expect("decode"),
+            case.greedy_32_text,
+            "case {i}: greedy text"
+        );
+        assert_eq!(
+            tok.encode(&case.completion_text).expect("encode"),
+            case.completion_ids,
+            "case {i}: completion ids"
+        );
         // Decoding the prompt gives back the text (byte-level BPE is lossless).
-        assert_eq!(tok.decode(&case.prompt_ids, false).expect("decode"), case.prompt_text, "case {i}: round trip");
+        assert_eq!(
+            tok.decode(&case.prompt_ids, false).expect("decode"),
+            case.prompt_text,
+            "case {i}: round trip"
+        );
     }
 }
 
@@ -57,7 +79,9 @@ fn special_tokens_and_stop_ids_come_from_the_gguf() {
     assert!(tok.is_special(2) && !tok.is_special(198));
     assert_eq!(tok.vocab_size(), 49152);
     // Special tokens in text are single ids; skip_special drops them when decoding.
-    let ids = tok.encode("<|im_start|>user\nhi<|im_end|>").expect("encode");
+    let ids = tok
+        .encode("<|im_start|>user\nhi<|im_end|>")
+        .expect("encode");
     assert_eq!(ids.first(), Some(&1));
     assert_eq!(ids.last(), Some(&2));
     assert_eq!(tok.decode(&ids, true).expect("decode"), "user\nhi");

@@ -53,11 +53,20 @@ const QWEN3: &str = r#"{
 fn smollm2_config() {
     let c = parse(SMOLLM2).unwrap();
     assert_eq!(c.architecture, Architecture::Llama);
-    assert_eq!((c.hidden_size, c.intermediate_size, c.num_hidden_layers), (576, 1536, 30));
-    assert_eq!((c.num_attention_heads, c.num_key_value_heads, c.head_dim), (9, 3, 64));
+    assert_eq!(
+        (c.hidden_size, c.intermediate_size, c.num_hidden_layers),
+        (576, 1536, 30)
+    );
+    assert_eq!(
+        (c.num_attention_heads, c.num_key_value_heads, c.head_dim),
+        (9, 3, 64)
+    );
     assert_eq!((c.rope_theta, c.rms_norm_eps), (100000.0, 1e-5));
     assert!(c.tie_word_embeddings && !c.attention_bias && !c.qk_norm && c.rope_scaling.is_none());
-    assert_eq!((c.bos_token_id, c.eos_token_ids.clone()), (Some(1), vec![2]));
+    assert_eq!(
+        (c.bos_token_id, c.eos_token_ids.clone()),
+        (Some(1), vec![2])
+    );
 }
 
 #[test]
@@ -90,7 +99,8 @@ fn transformers5_rope_parameters_are_read() {
     let mut q: serde_json::Value = serde_json::from_str(QWEN3).unwrap();
     q.as_object_mut().unwrap().remove("rope_theta");
     q.as_object_mut().unwrap().remove("rope_scaling");
-    q["rope_parameters"] = serde_json::from_str::<serde_json::Value>(default).unwrap()["rope_parameters"].clone();
+    q["rope_parameters"] =
+        serde_json::from_str::<serde_json::Value>(default).unwrap()["rope_parameters"].clone();
     assert_eq!(parse(&q.to_string()).unwrap(), parse(QWEN3).unwrap());
 }
 
@@ -108,10 +118,19 @@ fn qwen3_has_qk_norm_and_an_explicit_head_dim() {
     let c = parse(QWEN3).unwrap();
     assert_eq!(c.architecture, Architecture::Qwen3);
     assert!(c.qk_norm && !c.attention_bias);
-    assert_eq!(c.head_dim, 128, "Qwen3's head_dim is not hidden_size / heads (64)");
+    assert_eq!(
+        c.head_dim, 128,
+        "Qwen3's head_dim is not hidden_size / heads (64)"
+    );
     let shapes = c.expected_tensor_shapes();
-    assert_eq!(shapes["model.layers.0.self_attn.q_proj.weight"], vec![2048, 1024]);
-    assert_eq!(shapes["model.layers.0.self_attn.o_proj.weight"], vec![1024, 2048]);
+    assert_eq!(
+        shapes["model.layers.0.self_attn.q_proj.weight"],
+        vec![2048, 1024]
+    );
+    assert_eq!(
+        shapes["model.layers.0.self_attn.o_proj.weight"],
+        vec![1024, 2048]
+    );
     assert_eq!(shapes["model.layers.27.self_attn.k_norm.weight"], vec![128]);
     assert!(!shapes.contains_key("lm_head.weight"));
 }
@@ -125,9 +144,16 @@ fn written_configs_parse_back_to_the_same_config() {
             assert_eq!(parse(&written).unwrap(), c);
         }
     }
-    for arch in [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3] {
+    for arch in [
+        Architecture::Llama,
+        Architecture::Qwen2,
+        Architecture::Qwen3,
+    ] {
         let c = ModelConfig::tiny(arch);
-        assert_eq!(parse(&config_json(&c, DType::F32).unwrap().to_string()).unwrap(), c);
+        assert_eq!(
+            parse(&config_json(&c, DType::F32).unwrap().to_string()).unwrap(),
+            c
+        );
     }
 }
 
@@ -150,21 +176,64 @@ fn key_of(err: ModelIoError) -> String {
 
 #[test]
 fn bad_configs_name_the_key() {
-    assert_eq!(key_of(parse(&with(SMOLLM2, "intermediate_size", serde_json::Value::Null)).unwrap_err()), "intermediate_size");
-    assert_eq!(key_of(parse(&with(SMOLLM2, "hidden_size", "576".into())).unwrap_err()), "hidden_size");
-    assert_eq!(key_of(parse(&with(SMOLLM2, "hidden_act", "gelu".into())).unwrap_err()), "hidden_act");
-    assert_eq!(key_of(parse(&with(SMOLLM2, "num_key_value_heads", 4.into())).unwrap_err()), "num_key_value_heads");
-    assert_eq!(key_of(parse(&with(SMOLLM2, "eos_token_id", serde_json::json!([2, "x"]))).unwrap_err()), "eos_token_id");
-    assert_eq!(key_of(parse(&with(SMOLLM2, "eos_token_id", 50000.into())).unwrap_err()), "eos_token_id");
-    assert_eq!(key_of(parse(&with(SMOLLM2, "attention_bias", true.into())).unwrap_err()), "attention_bias");
-    assert_eq!(key_of(parse(&with(QWEN25, "use_sliding_window", true.into())).unwrap_err()), "use_sliding_window");
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "intermediate_size", serde_json::Value::Null)).unwrap_err()),
+        "intermediate_size"
+    );
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "hidden_size", "576".into())).unwrap_err()),
+        "hidden_size"
+    );
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "hidden_act", "gelu".into())).unwrap_err()),
+        "hidden_act"
+    );
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "num_key_value_heads", 4.into())).unwrap_err()),
+        "num_key_value_heads"
+    );
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "eos_token_id", serde_json::json!([2, "x"]))).unwrap_err()),
+        "eos_token_id"
+    );
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "eos_token_id", 50000.into())).unwrap_err()),
+        "eos_token_id"
+    );
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "attention_bias", true.into())).unwrap_err()),
+        "attention_bias"
+    );
+    assert_eq!(
+        key_of(parse(&with(QWEN25, "use_sliding_window", true.into())).unwrap_err()),
+        "use_sliding_window"
+    );
     let yarn = serde_json::json!({"rope_type": "yarn", "factor": 4.0});
-    assert_eq!(key_of(parse(&with(SMOLLM2, "rope_scaling", yarn)).unwrap_err()), "rope_scaling.rope_type");
+    assert_eq!(
+        key_of(parse(&with(SMOLLM2, "rope_scaling", yarn)).unwrap_err()),
+        "rope_scaling.rope_type"
+    );
     let partial = serde_json::json!({"rope_type": "llama3", "factor": 8.0});
-    assert!(key_of(parse(&with(SMOLLM2, "rope_scaling", partial)).unwrap_err()).starts_with("rope_scaling."));
-    let err = parse(&with(SMOLLM2, "architectures", serde_json::json!(["MistralForCausalLM"]))).unwrap_err();
-    assert!(err.to_string().contains("MistralForCausalLM") && err.to_string().contains("fixture/config.json"), "{err}");
-    let no_arch = with(&with(SMOLLM2, "architectures", serde_json::Value::Null), "model_type", serde_json::Value::Null);
+    assert!(
+        key_of(parse(&with(SMOLLM2, "rope_scaling", partial)).unwrap_err())
+            .starts_with("rope_scaling.")
+    );
+    let err = parse(&with(
+        SMOLLM2,
+        "architectures",
+        serde_json::json!(["MistralForCausalLM"]),
+    ))
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("MistralForCausalLM")
+            && err.to_string().contains("fixture/config.json"),
+        "{err}"
+    );
+    let no_arch = with(
+        &with(SMOLLM2, "architectures", serde_json::Value::Null),
+        "model_type",
+        serde_json::Value::Null,
+    );
     assert_eq!(key_of(parse(&no_arch).unwrap_err()), "architectures");
 }
 

@@ -12,7 +12,14 @@ fn saved(config: &ModelConfig) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m");
     let weights = Weights::random(config, 1, &Device::Cpu).unwrap();
-    save_hf(&out, config, &weights, &tiny_tokenizer(config.vocab_size), DType::F32).unwrap();
+    save_hf(
+        &out,
+        config,
+        &weights,
+        &tiny_tokenizer(config.vocab_size),
+        DType::F32,
+    )
+    .unwrap();
     (dir, out)
 }
 
@@ -48,7 +55,10 @@ fn truncated_safetensors_names_the_first_tensor_cut_off() {
     let err = load_err(&dir);
     assert!(matches!(err, ModelIoError::Corrupt { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains(&last) && msg.contains("truncated") && msg.contains("model.safetensors"), "{msg}");
+    assert!(
+        msg.contains(&last) && msg.contains("truncated") && msg.contains("model.safetensors"),
+        "{msg}"
+    );
 
     // Cut inside the header.
     std::fs::write(&path, &bytes[..20]).unwrap();
@@ -75,16 +85,27 @@ fn a_missing_tensor_is_named() {
 fn a_wrong_shape_names_the_tensor_and_both_shapes() {
     let (_tmp, dir) = saved(&ModelConfig::tiny(Architecture::Qwen3));
     rewrite_tensors(&dir, |t| {
-        t.insert("model.layers.0.mlp.down_proj.weight".into(), Tensor::zeros((32, 47), DType::F32, &Device::Cpu).unwrap());
+        t.insert(
+            "model.layers.0.mlp.down_proj.weight".into(),
+            Tensor::zeros((32, 47), DType::F32, &Device::Cpu).unwrap(),
+        );
     });
     let err = load_err(&dir);
     let msg = err.to_string();
     match err {
-        ModelIoError::ShapeMismatch { name, expected, found, .. } => {
+        ModelIoError::ShapeMismatch {
+            name,
+            expected,
+            found,
+            ..
+        } => {
             assert_eq!(name, "model.layers.0.mlp.down_proj.weight");
             assert_eq!(expected, vec![32, 48]);
             assert_eq!(found, vec![32, 47]);
-            assert!(msg.contains("[32, 47]") && msg.contains("[32, 48]"), "{msg}");
+            assert!(
+                msg.contains("[32, 47]") && msg.contains("[32, 48]"),
+                "{msg}"
+            );
         }
         other => panic!("expected a shape mismatch, got {other:?}"),
     }
@@ -94,15 +115,22 @@ fn a_wrong_shape_names_the_tensor_and_both_shapes() {
 fn an_unexpected_tensor_is_named() {
     let (_tmp, dir) = saved(&ModelConfig::tiny(Architecture::Llama));
     rewrite_tensors(&dir, |t| {
-        t.insert("model.layers.0.self_attn.q_proj.bias".into(), Tensor::zeros(32, DType::F32, &Device::Cpu).unwrap());
+        t.insert(
+            "model.layers.0.self_attn.q_proj.bias".into(),
+            Tensor::zeros(32, DType::F32, &Device::Cpu).unwrap(),
+        );
     });
     let msg = load_err(&dir).to_string();
-    assert!(msg.contains("unexpected tensor `model.layers.0.self_attn.q_proj.bias`"), "{msg}");
+    assert!(
+        msg.contains("unexpected tensor `model.layers.0.self_attn.q_proj.bias`"),
+        "{msg}"
+    );
 }
 
 fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     let path = dir.join("config.json");
-    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut cfg);
     std::fs::write(&path, cfg.to_string()).unwrap();
 }
@@ -110,7 +138,9 @@ fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
 #[test]
 fn an_unknown_architecture_is_named() {
     let (_tmp, dir) = saved(&ModelConfig::tiny(Architecture::Llama));
-    edit_config(&dir, |c| c["architectures"] = serde_json::json!(["GPT2LMHeadModel"]));
+    edit_config(&dir, |c| {
+        c["architectures"] = serde_json::json!(["GPT2LMHeadModel"])
+    });
     match load_err(&dir) {
         ModelIoError::UnknownArchitecture { found, path, .. } => {
             assert_eq!(found, "GPT2LMHeadModel");
@@ -131,9 +161,16 @@ fn a_config_that_disagrees_with_the_tensors_is_reported_as_a_shape_mismatch() {
 #[test]
 fn malformed_json_names_the_file_and_line() {
     let (_tmp, dir) = saved(&ModelConfig::tiny(Architecture::Llama));
-    std::fs::write(dir.join("config.json"), "{\n  \"vocab_size\": 64,\n  oops\n}").unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        "{\n  \"vocab_size\": 64,\n  oops\n}",
+    )
+    .unwrap();
     let msg = load_err(&dir).to_string();
-    assert!(msg.contains("config.json") && msg.contains("line 3"), "{msg}");
+    assert!(
+        msg.contains("config.json") && msg.contains("line 3"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -149,15 +186,14 @@ fn a_directory_without_weights_or_tokenizer_says_which_file_is_missing() {
 
 #[test]
 fn truncated_gguf_names_the_tensor_cut_off() {
+    let (mut md, vocab_size) = io_support::byte_level_metadata("qwen2");
     let config = ModelConfig {
-        vocab_size: 267,
+        vocab_size,
         bos_token_id: Some(256),
         eos_token_ids: vec![257],
         ..ModelConfig::tiny(Architecture::Qwen3)
     };
     let weights = Weights::random(&config, 2, &Device::Cpu).unwrap();
-    let (mut md, vocab) = io_support::byte_level_metadata("qwen2");
-    assert_eq!(vocab, config.vocab_size);
     md.extend(io_support::model_metadata(&config));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.gguf");
@@ -166,8 +202,16 @@ fn truncated_gguf_names_the_tensor_cut_off() {
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 64]).unwrap();
     let msg = load_err(&path).to_string();
-    assert!(msg.contains("m.gguf") && msg.contains("tensor `output_norm.weight`") && msg.contains("remaining"), "{msg}");
-    assert!(!msg.contains("candle_core::"), "no backtrace in the message: {msg}");
+    assert!(
+        msg.contains("m.gguf")
+            && msg.contains("tensor `output_norm.weight`")
+            && msg.contains("remaining"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("candle_core::"),
+        "no backtrace in the message: {msg}"
+    );
     std::fs::write(&path, &bytes[..100]).unwrap();
     let msg = load_err(&path).to_string();
     assert!(msg.contains("invalid GGUF header"), "{msg}");
@@ -177,7 +221,10 @@ fn truncated_gguf_names_the_tensor_cut_off() {
 fn unsupported_dtypes_are_refused() {
     let (_tmp, dir) = saved(&ModelConfig::tiny(Architecture::Llama));
     let err = load_model(&dir, DType::F16, &Device::Cpu).unwrap_err();
-    assert!(matches!(err, ModelIoError::UnsupportedDtype(DType::F16)), "{err:?}");
+    assert!(
+        matches!(err, ModelIoError::UnsupportedDtype(DType::F16)),
+        "{err:?}"
+    );
 }
 
 #[test]

@@ -6,7 +6,10 @@ mod io_support;
 use candle_core::quantized::gguf_file::Value;
 use candle_core::{DType, Device, Tensor};
 use cppo_model::gguf::config::llama3_rope_divisors;
-use cppo_model::{convert_gguf, fetch, gguf, load_model, Architecture, ChatMessage, ModelConfig, RopeScaling, Weights};
+use cppo_model::{
+    convert_gguf, fetch, gguf, load_model, Architecture, ChatMessage, ModelConfig, RopeScaling,
+    Weights,
+};
 use io_support::{assert_same_weights, byte_level_metadata, model_metadata, write_gguf};
 
 /// `config` with the byte-level test vocabulary's size and special ids.
@@ -19,7 +22,12 @@ fn with_test_vocab(config: ModelConfig) -> ModelConfig {
     }
 }
 
-fn gguf_of(config: &ModelConfig, weights: &Weights, pre: &str, extra: &[(&str, Tensor)]) -> (tempfile::TempDir, std::path::PathBuf) {
+fn gguf_of(
+    config: &ModelConfig,
+    weights: &Weights,
+    pre: &str,
+    extra: &[(&str, Tensor)],
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let (mut md, _) = byte_level_metadata(pre);
     md.extend(model_metadata(config));
     let dir = tempfile::tempdir().unwrap();
@@ -82,8 +90,14 @@ fn llama3_rope_scaling_is_recovered_from_rope_freqs() {
         high_freq_factor: 4.0,
         original_max_position_embeddings: 8192,
     };
-    let divisors: Vec<f32> = llama3_rope_divisors(&scaling, config.rope_theta, config.head_dim).iter().map(|d| *d as f32).collect();
-    assert!(divisors.iter().any(|d| *d > 1.0 && *d < 32.0), "the test needs smoothly scaled frequencies");
+    let divisors: Vec<f32> = llama3_rope_divisors(&scaling, config.rope_theta, config.head_dim)
+        .iter()
+        .map(|d| *d as f32)
+        .collect();
+    assert!(
+        divisors.iter().any(|d| *d > 1.0 && *d < 32.0),
+        "the test needs smoothly scaled frequencies"
+    );
     let weights = Weights::random(&config, 4, &Device::Cpu).unwrap();
     let freqs = Tensor::new(divisors.as_slice(), &Device::Cpu).unwrap();
     let (_dir, path) = gguf_of(&config, &weights, "gpt-2", &[("rope_freqs.weight", freqs)]);
@@ -93,7 +107,9 @@ fn llama3_rope_scaling_is_recovered_from_rope_freqs() {
 
     let other = Tensor::new(vec![2f32; 32].as_slice(), &Device::Cpu).unwrap();
     let (_dir, path) = gguf_of(&config, &weights, "gpt-2", &[("rope_freqs.weight", other)]);
-    let msg = load_model(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let msg = load_model(&path, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("rope_freqs.weight"), "{msg}");
 }
 
@@ -105,8 +121,14 @@ fn the_tokenizer_is_byte_level_bpe_with_the_named_splitting() {
     let tok = gguf::load_gguf_tokenizer(&path).unwrap();
     let id = |t: &str| tok.token_to_id(t).unwrap();
     // Merges build "hello" and "Ġworld"; control tokens are single special ids.
-    assert_eq!(tok.encode("hello world").unwrap(), vec![id("hello"), id("Ġworld")]);
-    assert_eq!(tok.encode("<|im_start|>hello<|im_end|>").unwrap(), vec![256, id("hello"), 257]);
+    assert_eq!(
+        tok.encode("hello world").unwrap(),
+        vec![id("hello"), id("Ġworld")]
+    );
+    assert_eq!(
+        tok.encode("<|im_start|>hello<|im_end|>").unwrap(),
+        vec![256, id("hello"), 257]
+    );
     assert!(tok.is_special(257) && !tok.is_special(id("hello")));
     // Bytes outside ASCII go through the byte alphabet and come back intact.
     let text = "héllo → 東京 🙂\n\t";
@@ -115,13 +137,22 @@ fn the_tokenizer_is_byte_level_bpe_with_the_named_splitting() {
     assert_eq!(tok.eos_token_ids(), &[257]);
     assert_eq!(tok.bos_token_id(), Some(256));
     let chat = [ChatMessage::new("user", "hello")];
-    assert_eq!(tok.render(&chat, true).unwrap(), "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(
+        tok.render(&chat, true).unwrap(),
+        "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+    );
     // smollm splits every digit off before BPE (as llama.cpp does and SmolLM2 was trained), so the "12"
     // merge never applies; GPT-2's splitting keeps "12" whole.
-    assert_eq!(tok.encode("x 12").unwrap(), vec![id("x"), id("Ġ"), id("1"), id("2")]);
+    assert_eq!(
+        tok.encode("x 12").unwrap(),
+        vec![id("x"), id("Ġ"), id("1"), id("2")]
+    );
     let (_dir, gpt2) = gguf_of(&config, &weights, "gpt-2", &[]);
     let gpt2 = gguf::load_gguf_tokenizer(&gpt2).unwrap();
-    assert_eq!(gpt2.encode("x 12").unwrap(), vec![id("x"), id("Ġ"), id("12")]);
+    assert_eq!(
+        gpt2.encode("x 12").unwrap(),
+        vec![id("x"), id("Ġ"), id("12")]
+    );
 }
 
 #[test]
@@ -130,7 +161,10 @@ fn unsupported_tokenizers_name_the_key() {
     let weights = Weights::random(&config, 1, &Device::Cpu).unwrap();
     let (_dir, path) = gguf_of(&config, &weights, "no-such-pre", &[]);
     let msg = gguf::load_gguf_tokenizer(&path).unwrap_err().to_string();
-    assert!(msg.contains("tokenizer.ggml.pre") && msg.contains("no-such-pre"), "{msg}");
+    assert!(
+        msg.contains("tokenizer.ggml.pre") && msg.contains("no-such-pre"),
+        "{msg}"
+    );
 
     let (mut md, _) = byte_level_metadata("gpt-2");
     md.retain(|(k, _)| k != "tokenizer.ggml.model");
@@ -157,12 +191,21 @@ fn unknown_architectures_and_tensors_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("phi.gguf");
     write_gguf(&path, &config, &weights, &md, &[]);
-    let msg = load_model(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let msg = load_model(&path, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("phi3"), "{msg}");
 
     let stray = Tensor::zeros(4, DType::F32, &Device::Cpu).unwrap();
-    let (_dir, path) = gguf_of(&config, &weights, "gpt-2", &[("blk.0.attn_sinks.weight", stray)]);
-    let msg = load_model(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let (_dir, path) = gguf_of(
+        &config,
+        &weights,
+        "gpt-2",
+        &[("blk.0.attn_sinks.weight", stray)],
+    );
+    let msg = load_model(&path, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("blk.0.attn_sinks.weight"), "{msg}");
 
     let mut md = model_metadata(&config);
@@ -170,7 +213,9 @@ fn unknown_architectures_and_tensors_are_named() {
     md.extend(byte_level_metadata("gpt-2").0);
     let path = dir.path().join("nokey.gguf");
     write_gguf(&path, &config, &weights, &md, &[]);
-    let msg = load_model(&path, DType::F32, &Device::Cpu).unwrap_err().to_string();
+    let msg = load_model(&path, DType::F32, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("llama.feed_forward_length"), "{msg}");
 }
 
@@ -180,11 +225,25 @@ fn smollm2_gguf_converts_to_a_hugging_face_directory_and_back_bit_for_bit() {
     let from_gguf = load_model(&path, DType::F32, &Device::Cpu).unwrap();
     let c = &from_gguf.config;
     assert_eq!(c.architecture, Architecture::Llama);
-    assert_eq!((c.vocab_size, c.hidden_size, c.intermediate_size), (49152, 576, 1536));
-    assert_eq!((c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim), (30, 9, 3, 64));
+    assert_eq!(
+        (c.vocab_size, c.hidden_size, c.intermediate_size),
+        (49152, 576, 1536)
+    );
+    assert_eq!(
+        (
+            c.num_hidden_layers,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            c.head_dim
+        ),
+        (30, 9, 3, 64)
+    );
     assert_eq!((c.max_position_embeddings, c.rope_theta), (8192, 100000.0));
     assert!(c.tie_word_embeddings && c.rope_scaling.is_none());
-    assert_eq!((c.bos_token_id, c.eos_token_ids.clone()), (Some(1), vec![2]));
+    assert_eq!(
+        (c.bos_token_id, c.eos_token_ids.clone()),
+        (Some(1), vec![2])
+    );
     assert_eq!(from_gguf.weights.len(), 2 + 30 * 9);
 
     let dir = tempfile::tempdir().unwrap();
@@ -195,14 +254,23 @@ fn smollm2_gguf_converts_to_a_hugging_face_directory_and_back_bit_for_bit() {
     assert_same_weights(&from_dir.weights, &from_gguf.weights);
     let chats = [
         vec![ChatMessage::new("user", "What is 12 + 35?")],
-        vec![ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Déjà vu 🙂  123")],
+        vec![
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "Déjà vu 🙂  123"),
+        ],
     ];
     for chat in chats {
         let text = from_gguf.tokenizer.render(&chat, true).unwrap();
         assert_eq!(from_dir.tokenizer.render(&chat, true).unwrap(), text);
         let ids = from_gguf.tokenizer.encode(&text).unwrap();
         assert_eq!(from_dir.tokenizer.encode(&text).unwrap(), ids);
-        assert_eq!(from_dir.tokenizer.decode(&ids, true).unwrap(), from_gguf.tokenizer.decode(&ids, true).unwrap());
+        assert_eq!(
+            from_dir.tokenizer.decode(&ids, true).unwrap(),
+            from_gguf.tokenizer.decode(&ids, true).unwrap()
+        );
     }
-    assert_eq!(from_dir.tokenizer.eos_token_ids(), from_gguf.tokenizer.eos_token_ids());
+    assert_eq!(
+        from_dir.tokenizer.eos_token_ids(),
+        from_gguf.tokenizer.eos_token_ids()
+    );
 }

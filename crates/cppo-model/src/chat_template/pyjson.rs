@@ -53,17 +53,25 @@ impl Writer<'_> {
     fn value(&mut self, v: &Value, depth: usize) -> Result<(), Error> {
         match v.kind() {
             ValueKind::None => self.out.push_str("null"),
-            ValueKind::Bool => self.out.push_str(if v.is_true() { "true" } else { "false" }),
+            ValueKind::Bool => self
+                .out
+                .push_str(if v.is_true() { "true" } else { "false" }),
             ValueKind::Number => self.number(v)?,
-            ValueKind::String => string(v.as_str().unwrap_or_default(), self.style.ensure_ascii, self.out),
+            ValueKind::String => string(
+                v.as_str().unwrap_or_default(),
+                self.style.ensure_ascii,
+                self.out,
+            ),
             ValueKind::Seq | ValueKind::Iterable => {
                 let items: Vec<Value> = v.try_iter()?.collect();
-                self.open_close('[', ']', items.len(), depth, |w, i, d| w.value(&items[i], d))?;
+                self.open_close('[', ']', items.len(), depth, |w, i, d| {
+                    w.value(&items[i], d)
+                })?;
             }
             ValueKind::Map => {
                 let mut keys: Vec<Value> = v.try_iter()?.collect();
                 if self.style.sort_keys {
-                    keys.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+                    keys.sort_by_key(|k| k.to_string());
                 }
                 self.open_close('{', '}', keys.len(), depth, |w, i, d| {
                     let key = &keys[i];
@@ -77,7 +85,10 @@ impl Writer<'_> {
                 })?;
             }
             ValueKind::Undefined => {
-                return Err(Error::new(ErrorKind::UndefinedError, "tojson of an undefined value"))
+                return Err(Error::new(
+                    ErrorKind::UndefinedError,
+                    "tojson of an undefined value",
+                ))
             }
             other => {
                 return Err(Error::new(
@@ -141,10 +152,18 @@ pub fn python_float_repr(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+        return if f > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // `{:e}` gives the shortest round-trip digits as `d.ddde<exp>`.
     let sci = format!("{:e}", f.abs());

@@ -34,10 +34,17 @@ pub fn config_from_metadata(
     let hidden_size = md.usize(&key("embedding_length"))?;
     let num_attention_heads = md.usize(&key("attention.head_count"))?;
     if num_attention_heads == 0 {
-        return Err(ModelIoError::invalid(md.path, key("attention.head_count"), "must be positive"));
+        return Err(ModelIoError::invalid(
+            md.path,
+            key("attention.head_count"),
+            "must be positive",
+        ));
     }
     // These families rotate whole heads, so llama.cpp's rotary dimension is the head size.
-    let head_dim = match (md.opt_usize(&key("attention.key_length"))?, md.opt_usize(&key("rope.dimension_count"))?) {
+    let head_dim = match (
+        md.opt_usize(&key("attention.key_length"))?,
+        md.opt_usize(&key("rope.dimension_count"))?,
+    ) {
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) => hidden_size / num_attention_heads,
     };
@@ -54,7 +61,9 @@ pub fn config_from_metadata(
     let rope_theta = md.opt_f64(&key("rope.freq_base"))?.unwrap_or(10000.0);
     let max_position_embeddings = md.usize(&key("context_length"))?;
     let rope_scaling = match rope_freqs {
-        Some(factors) => Some(llama3_scaling_from_factors(md, factors, rope_theta, head_dim)?),
+        Some(factors) => Some(llama3_scaling_from_factors(
+            md, factors, rope_theta, head_dim,
+        )?),
         None => None,
     };
     if let Some(kind) = md.opt_str(&key("rope.scaling.type"))? {
@@ -73,10 +82,14 @@ pub fn config_from_metadata(
         intermediate_size: md.usize(&key("feed_forward_length"))?,
         num_hidden_layers: md.usize(&key("block_count"))?,
         num_attention_heads,
-        num_key_value_heads: md.opt_usize(&key("attention.head_count_kv"))?.unwrap_or(num_attention_heads),
+        num_key_value_heads: md
+            .opt_usize(&key("attention.head_count_kv"))?
+            .unwrap_or(num_attention_heads),
         head_dim,
         max_position_embeddings,
-        rms_norm_eps: md.opt_f64(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-6),
+        rms_norm_eps: md
+            .opt_f64(&key("attention.layer_norm_rms_epsilon"))?
+            .unwrap_or(1e-6),
         rope_theta,
         rope_scaling,
         tie_word_embeddings: !tensors.contains_key("output.weight"),
@@ -138,7 +151,8 @@ pub fn llama3_rope_divisors(s: &RopeScaling, theta: f64, head_dim: usize) -> Vec
             } else if wavelen > low_wavelen {
                 s.factor
             } else {
-                let smooth = (original / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                let smooth = (original / wavelen - s.low_freq_factor)
+                    / (s.high_freq_factor - s.low_freq_factor);
                 1.0 / ((1.0 - smooth) / s.factor + smooth)
             }
         })

@@ -50,7 +50,11 @@ impl Metadata<'_> {
     }
 
     fn invalid(&self, key: &str, expected: &str, found: &Value) -> ModelIoError {
-        ModelIoError::invalid(self.path, key, format!("expected {expected}, found {:?}", found.value_type()))
+        ModelIoError::invalid(
+            self.path,
+            key,
+            format!("expected {expected}, found {:?}", found.value_type()),
+        )
     }
 
     pub fn opt_u64(&self, key: &str) -> Result<Option<u64>> {
@@ -62,18 +66,26 @@ impl Metadata<'_> {
 
     pub fn usize(&self, key: &str) -> Result<usize> {
         let n = self.opt_u64(key)?.ok_or_else(|| self.missing(key))?;
-        usize::try_from(n).map_err(|_| ModelIoError::invalid(self.path, key, format!("{n} is too large")))
+        usize::try_from(n)
+            .map_err(|_| ModelIoError::invalid(self.path, key, format!("{n} is too large")))
     }
 
     pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
         self.opt_u64(key)?
-            .map(|n| usize::try_from(n).map_err(|_| ModelIoError::invalid(self.path, key, format!("{n} is too large"))))
+            .map(|n| {
+                usize::try_from(n)
+                    .map_err(|_| ModelIoError::invalid(self.path, key, format!("{n} is too large")))
+            })
             .transpose()
     }
 
     pub fn opt_u32(&self, key: &str) -> Result<Option<u32>> {
         self.opt_u64(key)?
-            .map(|n| u32::try_from(n).map_err(|_| ModelIoError::invalid(self.path, key, format!("{n} is not a token id"))))
+            .map(|n| {
+                u32::try_from(n).map_err(|_| {
+                    ModelIoError::invalid(self.path, key, format!("{n} is not a token id"))
+                })
+            })
             .transpose()
     }
 
@@ -83,7 +95,9 @@ impl Metadata<'_> {
             .map(|v| match v {
                 Value::F32(x) => Ok(f64::from(*x)),
                 Value::F64(x) => Ok(*x),
-                other => as_i64(other).map(|x| x as f64).ok_or_else(|| self.invalid(key, "a number", other)),
+                other => as_i64(other)
+                    .map(|x| x as f64)
+                    .ok_or_else(|| self.invalid(key, "a number", other)),
             })
             .transpose()
     }
@@ -144,7 +158,9 @@ impl Metadata<'_> {
         items
             .iter()
             .enumerate()
-            .map(|(i, v)| as_i64(v).ok_or_else(|| self.invalid(&format!("{key}[{i}]"), "an integer", v)))
+            .map(|(i, v)| {
+                as_i64(v).ok_or_else(|| self.invalid(&format!("{key}[{i}]"), "an integer", v))
+            })
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }

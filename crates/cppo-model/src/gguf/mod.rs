@@ -25,8 +25,9 @@ const ROPE_FREQS: &str = "rope_freqs.weight";
 /// Only the tokenizer and chat template of a GGUF file, without reading its tensors.
 pub fn load_gguf_tokenizer(path: &Path) -> Result<crate::tokenizer::ChatTokenizer> {
     let file = std::fs::File::open(path).map_err(|e| ModelIoError::io(path, e))?;
-    let content = Content::read(&mut BufReader::new(file))
-        .map_err(|e| ModelIoError::corrupt(path, format!("invalid GGUF header: {}", candle_text(&e))))?;
+    let content = Content::read(&mut BufReader::new(file)).map_err(|e| {
+        ModelIoError::corrupt(path, format!("invalid GGUF header: {}", candle_text(&e)))
+    })?;
     tokenizer::tokenizer_from_metadata(&Metadata {
         values: &content.metadata,
         path,
@@ -37,8 +38,9 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<LoadedMod
     check_dtype(dtype)?;
     let file = std::fs::File::open(path).map_err(|e| ModelIoError::io(path, e))?;
     let mut reader = BufReader::new(file);
-    let content = Content::read(&mut reader)
-        .map_err(|e| ModelIoError::corrupt(path, format!("invalid GGUF header: {}", candle_text(&e))))?;
+    let content = Content::read(&mut reader).map_err(|e| {
+        ModelIoError::corrupt(path, format!("invalid GGUF header: {}", candle_text(&e)))
+    })?;
     let md = Metadata {
         values: &content.metadata,
         path,
@@ -49,7 +51,9 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<LoadedMod
         content
             .tensor(reader, gguf_name, &Device::Cpu)
             .and_then(|q| q.dequantize(&Device::Cpu))
-            .map_err(|e| ModelIoError::corrupt(path, format!("tensor `{gguf_name}`: {}", candle_text(&e))))
+            .map_err(|e| {
+                ModelIoError::corrupt(path, format!("tensor `{gguf_name}`: {}", candle_text(&e)))
+            })
     };
     let rope_freqs = match content.tensor_infos.contains_key(ROPE_FREQS) {
         true => Some(
@@ -62,7 +66,11 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<LoadedMod
     };
     let config = config::config_from_metadata(&md, &content.tensor_infos, rope_freqs.as_deref())?;
 
-    let mut names: Vec<&String> = content.tensor_infos.keys().filter(|n| *n != ROPE_FREQS).collect();
+    let mut names: Vec<&String> = content
+        .tensor_infos
+        .keys()
+        .filter(|n| *n != ROPE_FREQS)
+        .collect();
     // File order keeps reads sequential.
     names.sort_by_key(|n| content.tensor_infos[*n].offset);
     let mut weights = Weights::default();
@@ -83,7 +91,11 @@ pub fn load_gguf(path: &Path, dtype: DType, device: &Device) -> Result<LoadedMod
             };
             if let Some(heads) = heads {
                 // A wrong shape is reported by the shape check below, naming the tensor.
-                if tensor.dims().first().is_some_and(|rows| rows % (2 * heads) == 0) {
+                if tensor
+                    .dims()
+                    .first()
+                    .is_some_and(|rows| rows % (2 * heads) == 0)
+                {
                     tensor = reverse_llama_rotary_permutation(&tensor, heads)?;
                 }
             }

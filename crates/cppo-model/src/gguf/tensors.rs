@@ -50,7 +50,9 @@ pub fn reverse_llama_rotary_permutation(t: &Tensor, n_head: usize) -> Result<Ten
     if n_head == 0 || rows == 0 || rows % (2 * n_head) != 0 {
         return Err(crate::error::ModelIoError::tensor(
             name,
-            candle_core::Error::Msg(format!("{rows} rows do not split into {n_head} heads of pairs")),
+            candle_core::Error::Msg(format!(
+                "{rows} rows do not split into {n_head} heads of pairs"
+            )),
         ));
     }
     let half = rows / n_head / 2;

@@ -22,9 +22,7 @@ exaone, minerva, llama3, llama-v3, llama-bpe, falcon3, qwen2, deepseek-r1-qwen, 
 
 /// How text is cut into words before BPE: `(normalizer, pre_tokenizer, ignore_merges)`.
 fn splitting(pre: &str) -> Option<(Value, Value, bool)> {
-    let byte_level = |use_regex: bool| {
-        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
-    };
+    let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
     let split = |pattern: &str| {
         json!({"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
@@ -34,17 +32,23 @@ fn splitting(pre: &str) -> Option<(Value, Value, bool)> {
     match pre {
         "gpt-2" | "gpt2" | "default" => Some((Value::Null, byte_level(true), false)),
         // llama.cpp splits off each digit before GPT-2's regex, like these models' Digits pre-tokenizer.
-        "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva" => Some((
-            Value::Null,
-            json!({"type": "Sequence", "pretokenizers": [
-                {"type": "Digits", "individual_digits": true},
-                byte_level(true),
-            ]}),
-            false,
-        )),
+        "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva" => {
+            Some((
+                Value::Null,
+                json!({"type": "Sequence", "pretokenizers": [
+                    {"type": "Digits", "individual_digits": true},
+                    byte_level(true),
+                ]}),
+                false,
+            ))
+        }
         // llama.cpp looks whole words up in the vocabulary before merging for Llama 3 (`ignore_merges`).
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" => Some((Value::Null, split(LLAMA3_SPLIT), true)),
-        "qwen2" | "deepseek-r1-qwen" | "megrez" => Some((json!({"type": "NFC"}), split(QWEN2_SPLIT), false)),
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" => {
+            Some((Value::Null, split(LLAMA3_SPLIT), true))
+        }
+        "qwen2" | "deepseek-r1-qwen" | "megrez" => {
+            Some((json!({"type": "NFC"}), split(QWEN2_SPLIT), false))
+        }
         _ => None,
     }
 }
@@ -54,7 +58,8 @@ pub fn byte_to_char() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut next = 256u32;
     for b in 0..256u32 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         let c = if printable {
             b
         } else {
@@ -84,15 +89,21 @@ pub fn tokenizer_from_metadata(md: &Metadata<'_>) -> Result<ChatTokenizer> {
             format!("\"{pre}\" is not supported (supported: {SUPPORTED_PRE})"),
         )
     })?;
-    let tokens = md.opt_str_array("tokenizer.ggml.tokens")?.ok_or_else(|| ModelIoError::MissingKey {
-        path: md.path.to_path_buf(),
-        key: "tokenizer.ggml.tokens".into(),
-    })?;
-    let merges = md.opt_str_array("tokenizer.ggml.merges")?.ok_or_else(|| ModelIoError::MissingKey {
-        path: md.path.to_path_buf(),
-        key: "tokenizer.ggml.merges".into(),
-    })?;
-    let types = md.opt_i64_array("tokenizer.ggml.token_type")?.unwrap_or_default();
+    let tokens =
+        md.opt_str_array("tokenizer.ggml.tokens")?
+            .ok_or_else(|| ModelIoError::MissingKey {
+                path: md.path.to_path_buf(),
+                key: "tokenizer.ggml.tokens".into(),
+            })?;
+    let merges =
+        md.opt_str_array("tokenizer.ggml.merges")?
+            .ok_or_else(|| ModelIoError::MissingKey {
+                path: md.path.to_path_buf(),
+                key: "tokenizer.ggml.merges".into(),
+            })?;
+    let types = md
+        .opt_i64_array("tokenizer.ggml.token_type")?
+        .unwrap_or_default();
     if !types.is_empty() && types.len() != tokens.len() {
         return Err(ModelIoError::invalid(
             md.path,
@@ -167,7 +178,9 @@ pub fn tokenizer_from_metadata(md: &Metadata<'_>) -> Result<ChatTokenizer> {
             Some(id) => tokens
                 .get(id as usize)
                 .map(|t| Some(t.to_string()))
-                .ok_or_else(|| ModelIoError::invalid(md.path, key, format!("{id} is outside the vocabulary"))),
+                .ok_or_else(|| {
+                    ModelIoError::invalid(md.path, key, format!("{id} is outside the vocabulary"))
+                }),
         }
     };
     let special = SpecialTokens {
@@ -186,7 +199,11 @@ pub fn tokenizer_from_metadata(md: &Metadata<'_>) -> Result<ChatTokenizer> {
 /// End-of-generation ids: eos, then end-of-turn / end-of-message where the file names them.
 pub fn stop_ids(md: &Metadata<'_>) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
-    for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"] {
+    for key in [
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.eot_token_id",
+        "tokenizer.ggml.eom_token_id",
+    ] {
         if let Some(id) = md.opt_u32(key)? {
             if !ids.contains(&id) {
                 ids.push(id);

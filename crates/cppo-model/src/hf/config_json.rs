@@ -49,7 +49,9 @@ impl ConfigReader<'_> {
             intermediate_size: self.usize("intermediate_size")?,
             num_hidden_layers: self.usize("num_hidden_layers")?,
             num_attention_heads,
-            num_key_value_heads: self.opt_usize("num_key_value_heads")?.unwrap_or(num_attention_heads),
+            num_key_value_heads: self
+                .opt_usize("num_key_value_heads")?
+                .unwrap_or(num_attention_heads),
             head_dim,
             max_position_embeddings: self.usize("max_position_embeddings")?,
             rms_norm_eps: self.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
@@ -59,7 +61,9 @@ impl ConfigReader<'_> {
             // Qwen2 always has q/k/v biases (its config has no switch for them).
             attention_bias: architecture == Architecture::Qwen2,
             qk_norm: architecture == Architecture::Qwen3,
-            bos_token_id: self.opt_token_ids("bos_token_id")?.and_then(|ids| ids.first().copied()),
+            bos_token_id: self
+                .opt_token_ids("bos_token_id")?
+                .and_then(|ids| ids.first().copied()),
             eos_token_ids: self.opt_token_ids("eos_token_id")?.unwrap_or_default(),
         };
         if let Some((key, reason)) = config.inconsistency() {
@@ -109,17 +113,26 @@ impl ConfigReader<'_> {
     fn require_unsupported_absent(&self, architecture: Architecture) -> Result<()> {
         if let Some(act) = self.obj.get("hidden_act") {
             if act.as_str() != Some("silu") {
-                return Err(self.invalid("hidden_act", format!("{act} is not supported (only \"silu\")")));
+                return Err(self.invalid(
+                    "hidden_act",
+                    format!("{act} is not supported (only \"silu\")"),
+                ));
             }
         }
         if architecture != Architecture::Qwen2 && self.opt_bool("attention_bias")? == Some(true) {
-            return Err(self.invalid("attention_bias", "true is not supported for this architecture"));
+            return Err(self.invalid(
+                "attention_bias",
+                "true is not supported for this architecture",
+            ));
         }
         if self.opt_bool("mlp_bias")? == Some(true) {
             return Err(self.invalid("mlp_bias", "true is not supported"));
         }
         if self.opt_bool("use_sliding_window")? == Some(true) {
-            return Err(self.invalid("use_sliding_window", "sliding-window attention is not supported"));
+            return Err(self.invalid(
+                "use_sliding_window",
+                "sliding-window attention is not supported",
+            ));
         }
         Ok(())
     }
@@ -153,10 +166,12 @@ impl ConfigReader<'_> {
             "default" => Ok((theta, None)),
             "llama3" => {
                 let num = |key: &str| -> Result<f64> {
-                    s.get(key).and_then(Value::as_f64).ok_or_else(|| ModelIoError::MissingKey {
-                        path: self.path.to_path_buf(),
-                        key: format!("{prefix}.{key}"),
-                    })
+                    s.get(key)
+                        .and_then(Value::as_f64)
+                        .ok_or_else(|| ModelIoError::MissingKey {
+                            path: self.path.to_path_buf(),
+                            key: format!("{prefix}.{key}"),
+                        })
                 };
                 let original = num("original_max_position_embeddings")?;
                 if original < 1.0 || original.fract() != 0.0 {
@@ -191,10 +206,11 @@ impl ConfigReader<'_> {
     }
 
     fn usize(&self, key: &str) -> Result<usize> {
-        self.opt_usize(key)?.ok_or_else(|| ModelIoError::MissingKey {
-            path: self.path.to_path_buf(),
-            key: key.to_string(),
-        })
+        self.opt_usize(key)?
+            .ok_or_else(|| ModelIoError::MissingKey {
+                path: self.path.to_path_buf(),
+                key: key.to_string(),
+            })
     }
 
     fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
@@ -202,20 +218,28 @@ impl ConfigReader<'_> {
             .map(|v| {
                 v.as_u64()
                     .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| self.invalid(key, format!("expected a non-negative integer, found {v}")))
+                    .ok_or_else(|| {
+                        self.invalid(key, format!("expected a non-negative integer, found {v}"))
+                    })
             })
             .transpose()
     }
 
     fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
         self.present(key)
-            .map(|v| v.as_f64().ok_or_else(|| self.invalid(key, format!("expected a number, found {v}"))))
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| self.invalid(key, format!("expected a number, found {v}")))
+            })
             .transpose()
     }
 
     fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
         self.present(key)
-            .map(|v| v.as_bool().ok_or_else(|| self.invalid(key, format!("expected true or false, found {v}"))))
+            .map(|v| {
+                v.as_bool()
+                    .ok_or_else(|| self.invalid(key, format!("expected true or false, found {v}")))
+            })
             .transpose()
     }
 

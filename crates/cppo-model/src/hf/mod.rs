@@ -48,13 +48,24 @@ fn generation_eos_ids(dir: &Path) -> Result<Vec<u32>> {
         .map(|v| {
             v.as_u64()
                 .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| ModelIoError::invalid(&path, "eos_token_id", format!("expected a token id, found {v}")))
+                .ok_or_else(|| {
+                    ModelIoError::invalid(
+                        &path,
+                        "eos_token_id",
+                        format!("expected a token id, found {v}"),
+                    )
+                })
         })
         .collect()
 }
 
 /// The weights of a directory, checked against `config`, in `dtype` on `device`.
-pub fn read_weights(dir: &Path, config: &ModelConfig, dtype: DType, device: &Device) -> Result<Weights> {
+pub fn read_weights(
+    dir: &Path,
+    config: &ModelConfig,
+    dtype: DType,
+    device: &Device,
+) -> Result<Weights> {
     check_dtype(dtype)?;
     let single = dir.join("model.safetensors");
     let index = dir.join("model.safetensors.index.json");
@@ -67,10 +78,12 @@ pub fn read_weights(dir: &Path, config: &ModelConfig, dtype: DType, device: &Dev
         for (file, names) in safetensors_io::read_index(&index)? {
             let mut shard = safetensors_io::read_safetensors(&file, dtype, device)?;
             for name in names {
-                let tensor = shard.remove(&name).ok_or_else(|| ModelIoError::MissingTensor {
-                    path: file.clone(),
-                    name: name.clone(),
-                })?;
+                let tensor = shard
+                    .remove(&name)
+                    .ok_or_else(|| ModelIoError::MissingTensor {
+                        path: file.clone(),
+                        name: name.clone(),
+                    })?;
                 weights.insert(name, tensor);
             }
         }
@@ -85,7 +98,9 @@ pub fn read_weights(dir: &Path, config: &ModelConfig, dtype: DType, device: &Dev
         ));
     }
     // Old checkpoints store the rotary frequencies, which are recomputed from the config.
-    weights.tensors.retain(|name, _| !name.ends_with("rotary_emb.inv_freq"));
+    weights
+        .tensors
+        .retain(|name, _| !name.ends_with("rotary_emb.inv_freq"));
     if config.tie_word_embeddings {
         weights.tensors.remove("lm_head.weight");
     }

@@ -11,7 +11,11 @@ use serde_json::Value;
 use crate::error::{candle_text, ModelIoError, Result};
 
 /// All tensors of one safetensors file, converted to `dtype` on `device`.
-pub fn read_safetensors(path: &Path, dtype: DType, device: &Device) -> Result<BTreeMap<String, Tensor>> {
+pub fn read_safetensors(
+    path: &Path,
+    dtype: DType,
+    device: &Device,
+) -> Result<BTreeMap<String, Tensor>> {
     let bytes = std::fs::read(path).map_err(|e| ModelIoError::io(path, e))?;
     check_layout(&bytes, path)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)
@@ -22,7 +26,9 @@ pub fn read_safetensors(path: &Path, dtype: DType, device: &Device) -> Result<BT
             .load(&Device::Cpu)
             .and_then(|t| t.to_dtype(dtype))
             .and_then(|t| t.to_device(device))
-            .map_err(|e| ModelIoError::corrupt(path, format!("tensor `{name}`: {}", candle_text(&e))))?;
+            .map_err(|e| {
+                ModelIoError::corrupt(path, format!("tensor `{name}`: {}", candle_text(&e)))
+            })?;
         out.insert(name, tensor);
     }
     Ok(out)
@@ -33,7 +39,10 @@ fn check_layout(bytes: &[u8], path: &Path) -> Result<()> {
     let Some(len_bytes) = bytes.get(..8) else {
         return Err(ModelIoError::corrupt(
             path,
-            format!("{} bytes is too short for a safetensors header (truncated?)", bytes.len()),
+            format!(
+                "{} bytes is too short for a safetensors header (truncated?)",
+                bytes.len()
+            ),
         ));
     };
     let header_len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
@@ -48,7 +57,9 @@ fn check_layout(bytes: &[u8], path: &Path) -> Result<()> {
         ));
     }
     let header: HashMap<String, Value> = serde_json::from_slice(&bytes[8..data_start as usize])
-        .map_err(|e| ModelIoError::corrupt(path, format!("invalid safetensors header JSON: {e}")))?;
+        .map_err(|e| {
+            ModelIoError::corrupt(path, format!("invalid safetensors header JSON: {e}"))
+        })?;
     let data_len = bytes.len() as u64 - data_start;
     let mut worst: Option<(u64, &str)> = None;
     for (name, info) in &header {
@@ -59,7 +70,9 @@ fn check_layout(bytes: &[u8], path: &Path) -> Result<()> {
             .get("data_offsets")
             .and_then(|o| o.get(1))
             .and_then(Value::as_u64)
-            .ok_or_else(|| ModelIoError::corrupt(path, format!("tensor `{name}` has no data_offsets")))?;
+            .ok_or_else(|| {
+                ModelIoError::corrupt(path, format!("tensor `{name}` has no data_offsets"))
+            })?;
         if end > data_len && worst.is_none_or(|(e, _)| end < e) {
             worst = Some((end, name));
         }
@@ -94,9 +107,16 @@ pub fn read_index(path: &Path) -> Result<BTreeMap<PathBuf, Vec<String>>> {
             .as_str()
             .filter(|f| !f.is_empty() && Path::new(f).file_name() == Some(std::ffi::OsStr::new(f)))
             .ok_or_else(|| {
-                ModelIoError::invalid(path, format!("weight_map.{tensor}"), "expected a file name in this directory")
+                ModelIoError::invalid(
+                    path,
+                    format!("weight_map.{tensor}"),
+                    "expected a file name in this directory",
+                )
             })?;
-        files.entry(dir.join(file)).or_default().push(tensor.clone());
+        files
+            .entry(dir.join(file))
+            .or_default()
+            .push(tensor.clone());
     }
     Ok(files)
 }
@@ -114,5 +134,13 @@ pub fn write_safetensors(path: &Path, tensors: &BTreeMap<String, Tensor>) -> Res
         .collect::<Result<_>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     safetensors::serialize_to_file(contiguous, Some(metadata), path)
-        .map_err(|e| ModelIoError::corrupt(path, format!("writing safetensors: {e}")))
+        .map_err(|e| ModelIoError::corrupt(path, format!("writing safetensors: {e}")))?;
+    // The safetensors crate creates the file owner-only; a model directory is meant to be shared.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| ModelIoError::io(path, e))?;
+    }
+    Ok(())
 }

@@ -11,8 +11,10 @@ use crate::tokenizer::ChatTokenizer;
 
 pub fn load_tokenizer_dir(dir: &Path, stop_ids: &[u32]) -> Result<ChatTokenizer> {
     let tokenizer_path = dir.join("tokenizer.json");
-    let json = std::fs::read_to_string(&tokenizer_path).map_err(|e| ModelIoError::io(&tokenizer_path, e))?;
-    let tokenizer = ChatTokenizer::parse_tokenizer_json(&json, &tokenizer_path.display().to_string())?;
+    let json = std::fs::read_to_string(&tokenizer_path)
+        .map_err(|e| ModelIoError::io(&tokenizer_path, e))?;
+    let tokenizer =
+        ChatTokenizer::parse_tokenizer_json(&json, &tokenizer_path.display().to_string())?;
 
     let config_path = dir.join("tokenizer_config.json");
     let config: Value = match std::fs::read_to_string(&config_path) {
@@ -27,7 +29,11 @@ pub fn load_tokenizer_dir(dir: &Path, stop_ids: &[u32]) -> Result<ChatTokenizer>
             // An AddedToken written out: {"content": "<s>", "lstrip": false, ...}
             Some(Value::Object(o)) => match o.get("content") {
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                _ => Err(ModelIoError::invalid(&config_path, format!("{key}.content"), "expected a string")),
+                _ => Err(ModelIoError::invalid(
+                    &config_path,
+                    format!("{key}.content"),
+                    "expected a string",
+                )),
             },
             Some(other) => Err(ModelIoError::invalid(
                 &config_path,
@@ -45,10 +51,16 @@ pub fn load_tokenizer_dir(dir: &Path, stop_ids: &[u32]) -> Result<ChatTokenizer>
 
     let jinja_path = dir.join("chat_template.jinja");
     let template = match std::fs::read_to_string(&jinja_path) {
-        Ok(source) => Some(ChatTemplate::new(source, &jinja_path.display().to_string())?),
+        Ok(source) => Some(ChatTemplate::new(
+            source,
+            &jinja_path.display().to_string(),
+        )?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match chat_template_from_config(&config, &config_path)? {
-                Some(source) => Some(ChatTemplate::new(source, &config_path.display().to_string())?),
+                Some(source) => Some(ChatTemplate::new(
+                    source,
+                    &config_path.display().to_string(),
+                )?),
                 None => None,
             }
         }
@@ -63,8 +75,13 @@ fn chat_template_from_config(config: &Value, path: &Path) -> Result<Option<Strin
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(Value::Array(list)) => {
-            let default = list.iter().find(|t| t.get("name").and_then(Value::as_str) == Some("default"));
-            match default.and_then(|t| t.get("template")).and_then(Value::as_str) {
+            let default = list
+                .iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some("default"));
+            match default
+                .and_then(|t| t.get("template"))
+                .and_then(Value::as_str)
+            {
                 Some(s) => Ok(Some(s.to_string())),
                 None => Err(ModelIoError::invalid(
                     path,

@@ -15,17 +15,31 @@ pub const CHATML: &str = "{% for m in messages %}{{ '<|im_start|>' + m['role'] +
 /// then words `w3`, `w4`, ... and a few real words.
 pub fn tiny_tokenizer(vocab: usize) -> ChatTokenizer {
     let mut words: Vec<String> = vec!["<unk>".into(), "<|im_start|>".into(), "<|im_end|>".into()];
-    for w in ["user", "assistant", "system", "hello", "world", "2", "+", "="] {
+    for w in [
+        "user",
+        "assistant",
+        "system",
+        "hello",
+        "world",
+        "2",
+        "+",
+        "=",
+    ] {
         words.push(w.into());
     }
     while words.len() < vocab {
         words.push(format!("w{}", words.len()));
     }
-    let vocab_json: serde_json::Map<String, serde_json::Value> =
-        words.iter().enumerate().map(|(i, w)| (w.clone(), serde_json::json!(i))).collect();
+    let vocab_json: serde_json::Map<String, serde_json::Value> = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.clone(), serde_json::json!(i)))
+        .collect();
     let added: Vec<serde_json::Value> = (0..3)
-        .map(|i| serde_json::json!({"id": i, "content": words[i], "single_word": false, "lstrip": false,
-            "rstrip": false, "normalized": false, "special": true}))
+        .map(|i| {
+            serde_json::json!({"id": i, "content": words[i], "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": true})
+        })
         .collect();
     let json = serde_json::json!({
         "version": "1.0", "truncation": null, "padding": null, "added_tokens": added,
@@ -33,7 +47,8 @@ pub fn tiny_tokenizer(vocab: usize) -> ChatTokenizer {
         "decoder": null,
         "model": {"type": "WordLevel", "vocab": vocab_json, "unk_token": "<unk>"},
     });
-    let tokenizer = ChatTokenizer::parse_tokenizer_json(&json.to_string(), "tiny").expect("tiny tokenizer");
+    let tokenizer =
+        ChatTokenizer::parse_tokenizer_json(&json.to_string(), "tiny").expect("tiny tokenizer");
     let special = SpecialTokens {
         bos_token: Some("<|im_start|>".into()),
         eos_token: Some("<|im_end|>".into()),
@@ -45,7 +60,12 @@ pub fn tiny_tokenizer(vocab: usize) -> ChatTokenizer {
 }
 
 pub fn values(t: &Tensor) -> Vec<f32> {
-    t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    t.to_dtype(DType::F32)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap()
 }
 
 /// Same names, shapes, dtypes and bit patterns.
@@ -76,7 +96,8 @@ pub fn llama_cpp_permute(t: &Tensor, n_head: usize) -> Tensor {
             for i in 0..half {
                 let hf_row = h * 2 * half + j * half + i;
                 let gguf_row = h * 2 * half + 2 * i + j;
-                out[gguf_row * cols..(gguf_row + 1) * cols].copy_from_slice(&v[hf_row * cols..(hf_row + 1) * cols]);
+                out[gguf_row * cols..(gguf_row + 1) * cols]
+                    .copy_from_slice(&v[hf_row * cols..(hf_row + 1) * cols]);
             }
         }
     }
@@ -137,7 +158,9 @@ pub fn byte_level_metadata(pre: &str) -> (Vec<(String, Value)>, usize) {
         tokens.push(special.into());
         types.push(3);
     }
-    let merges = ["h e", "he l", "hel l", "hell o", "Ġ w", "Ġw o", "Ġwo r", "Ġwor l", "Ġworl d", "1 2"];
+    let merges = [
+        "h e", "he l", "hel l", "hell o", "Ġ w", "Ġw o", "Ġwo r", "Ġwor l", "Ġworl d", "1 2",
+    ];
     for m in merges {
         tokens.push(m.replace(' ', ""));
         types.push(1);
@@ -148,11 +171,20 @@ pub fn byte_level_metadata(pre: &str) -> (Vec<(String, Value)>, usize) {
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
         ("tokenizer.ggml.pre".into(), Value::String(pre.into())),
         ("tokenizer.ggml.tokens".into(), strings(tokens)),
-        ("tokenizer.ggml.token_type".into(), Value::Array(types.into_iter().map(Value::I32).collect())),
-        ("tokenizer.ggml.merges".into(), strings(merges.iter().map(|m| m.to_string()).collect())),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(types.into_iter().map(Value::I32).collect()),
+        ),
+        (
+            "tokenizer.ggml.merges".into(),
+            strings(merges.iter().map(|m| m.to_string()).collect()),
+        ),
         ("tokenizer.ggml.bos_token_id".into(), Value::U32(256)),
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(257)),
-        ("tokenizer.chat_template".into(), Value::String(CHATML.into())),
+        (
+            "tokenizer.chat_template".into(),
+            Value::String(CHATML.into()),
+        ),
     ];
     (md, n)
 }
@@ -163,22 +195,49 @@ pub fn model_metadata(config: &ModelConfig) -> Vec<(String, Value)> {
     let k = |s: &str| format!("{arch}.{s}");
     vec![
         ("general.architecture".into(), Value::String(arch.into())),
-        (k("block_count"), Value::U32(config.num_hidden_layers as u32)),
-        (k("context_length"), Value::U32(config.max_position_embeddings as u32)),
+        (
+            k("block_count"),
+            Value::U32(config.num_hidden_layers as u32),
+        ),
+        (
+            k("context_length"),
+            Value::U32(config.max_position_embeddings as u32),
+        ),
         (k("embedding_length"), Value::U32(config.hidden_size as u32)),
-        (k("feed_forward_length"), Value::U32(config.intermediate_size as u32)),
-        (k("attention.head_count"), Value::U32(config.num_attention_heads as u32)),
-        (k("attention.head_count_kv"), Value::U32(config.num_key_value_heads as u32)),
-        (k("attention.key_length"), Value::U32(config.head_dim as u32)),
+        (
+            k("feed_forward_length"),
+            Value::U32(config.intermediate_size as u32),
+        ),
+        (
+            k("attention.head_count"),
+            Value::U32(config.num_attention_heads as u32),
+        ),
+        (
+            k("attention.head_count_kv"),
+            Value::U32(config.num_key_value_heads as u32),
+        ),
+        (
+            k("attention.key_length"),
+            Value::U32(config.head_dim as u32),
+        ),
         (k("rope.freq_base"), Value::F32(config.rope_theta as f32)),
-        (k("attention.layer_norm_rms_epsilon"), Value::F32(config.rms_norm_eps as f32)),
+        (
+            k("attention.layer_norm_rms_epsilon"),
+            Value::F32(config.rms_norm_eps as f32),
+        ),
         (k("vocab_size"), Value::U32(config.vocab_size as u32)),
     ]
 }
 
 /// Writes a GGUF file: `tensors` by HF name are stored (f32) under llama.cpp names, Llama's q/k rows
 /// permuted as llama.cpp's converter does.
-pub fn write_gguf(path: &Path, config: &ModelConfig, weights: &Weights, metadata: &[(String, Value)], extra: &[(&str, Tensor)]) {
+pub fn write_gguf(
+    path: &Path,
+    config: &ModelConfig,
+    weights: &Weights,
+    metadata: &[(String, Value)],
+    extra: &[(&str, Tensor)],
+) {
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     for (name, t) in &weights.tensors {
         let mut t = t.clone();
@@ -189,10 +248,16 @@ pub fn write_gguf(path: &Path, config: &ModelConfig, weights: &Weights, metadata
                 t = llama_cpp_permute(&t, config.num_key_value_heads);
             }
         }
-        tensors.push((gguf_name(name), QTensor::quantize(&t, GgmlDType::F32).unwrap()));
+        tensors.push((
+            gguf_name(name),
+            QTensor::quantize(&t, GgmlDType::F32).unwrap(),
+        ));
     }
     for (name, t) in extra {
-        tensors.push((name.to_string(), QTensor::quantize(t, GgmlDType::F32).unwrap()));
+        tensors.push((
+            name.to_string(),
+            QTensor::quantize(t, GgmlDType::F32).unwrap(),
+        ));
     }
     let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
