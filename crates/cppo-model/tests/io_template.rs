@@ -143,3 +143,39 @@ fn special_tokens_must_exist() {
         .to_string();
     assert!(err.contains("bos_token") && err.contains("<s>"), "{err}");
 }
+
+/// A Qwen3-style template (reasoning split out of `<think>`, tool turns merged, reverse scan with a
+/// namespace) rendered for two conversations; the expected text was rendered by transformers.
+#[test]
+fn a_qwen3_style_template_renders_like_transformers() {
+    let source = include_str!("io_fixtures/qwen3_style.jinja");
+    let expected: serde_json::Value =
+        serde_json::from_str(include_str!("io_fixtures/qwen3_style_expected.json")).unwrap();
+    let m = ChatMessage::new;
+    let convs = [
+        vec![
+            m("system", "You are terse."),
+            m("user", "2+2?"),
+            m("assistant", "<think>\nadd them\n</think>\n\n4"),
+            m("user", "and 3+3?"),
+        ],
+        vec![
+            m("user", "q"),
+            m("assistant", "<think>r1</think>a1"),
+            m("tool", "t1"),
+            m("tool", "t2"),
+            m("assistant", "final"),
+        ],
+    ];
+    let mut i = 0;
+    for conv in &convs {
+        for add_generation_prompt in [true, false] {
+            assert_eq!(
+                render(source, conv, add_generation_prompt),
+                expected["renders"][i].as_str().unwrap(),
+                "render {i}"
+            );
+            i += 1;
+        }
+    }
+}
