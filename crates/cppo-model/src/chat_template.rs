@@ -85,11 +85,28 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         special: &SpecialTokens,
     ) -> Result<String> {
+        self.render_with(
+            messages,
+            add_generation_prompt,
+            special,
+            &serde_json::Map::new(),
+        )
+    }
+
+    /// `render` with further template variables, as `apply_chat_template(**kwargs)` passes them
+    /// (e.g. Qwen3's `enable_thinking: false`); they override the defaults of the same name.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        special: &SpecialTokens,
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String> {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| template_error("render", &e))?;
-        let mut ctx = std::collections::BTreeMap::new();
+        let mut ctx: std::collections::BTreeMap<&str, Value> = std::collections::BTreeMap::new();
         ctx.insert("messages", Value::from_serialize(messages));
         ctx.insert("add_generation_prompt", Value::from(add_generation_prompt));
         // transformers passes these explicitly as None when the caller gives none.
@@ -105,6 +122,9 @@ impl ChatTemplate {
             if let Some(token) = token {
                 ctx.insert(name, Value::from(token.as_str()));
             }
+        }
+        for (name, value) in extra {
+            ctx.insert(name.as_str(), Value::from_serialize(value));
         }
         template
             .render(ctx)

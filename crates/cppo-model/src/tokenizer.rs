@@ -80,14 +80,28 @@ impl ChatTokenizer {
 
     /// The chat as the model's template writes it, ending with the assistant header when asked.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
-        let template = self
-            .template
+        self.template()?
+            .render(messages, add_generation_prompt, &self.special)
+    }
+
+    /// `render` with further template variables (e.g. `{"enable_thinking": false}` for Qwen3).
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String> {
+        self.template()?
+            .render_with(messages, add_generation_prompt, &self.special, extra)
+    }
+
+    fn template(&self) -> Result<&ChatTemplate> {
+        self.template
             .as_ref()
             .ok_or_else(|| ModelIoError::Template {
                 origin: "render".into(),
                 detail: "this model has no chat template".into(),
-            })?;
-        template.render(messages, add_generation_prompt, &self.special)
+            })
     }
 
     /// Token ids of `text`; special tokens written in the text become their ids, none is added.

@@ -179,3 +179,27 @@ fn a_qwen3_style_template_renders_like_transformers() {
         }
     }
 }
+
+#[test]
+fn extra_template_variables_reach_the_template() {
+    let source = include_str!("io_fixtures/qwen3_style.jinja");
+    let template = ChatTemplate::new(source, "test").unwrap();
+    let chat = [ChatMessage::new("user", "hi")];
+    let mut extra = serde_json::Map::new();
+    extra.insert("enable_thinking".into(), false.into());
+    let off = template
+        .render_with(&chat, true, &special(), &extra)
+        .unwrap();
+    assert_eq!(
+        off,
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    );
+    extra.insert("enable_thinking".into(), true.into());
+    let on = template
+        .render_with(&chat, true, &special(), &extra)
+        .unwrap();
+    assert_eq!(
+        on,
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
