@@ -13,3 +13,5 @@ pub mod rollout;
 pub mod sources;
 pub mod trainer;
 pub mod update;
+pub mod commands;
+pub mod plot;

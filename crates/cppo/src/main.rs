@@ -3,9 +3,13 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
 use cppo_core::Task;
+use cppo_engine::SamplingParams;
+use cppo_train::commands;
+use cppo_train::config::TrainConfig;
+use cppo_train::eval::EvalSettings;
 
 #[derive(Parser)]
 #[command(name = "cppo", version, about = "GRPO-family RL for LLM reasoning, with completion pruning (CPPO) and down-sampling (PODS)")]
@@ -16,6 +20,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Train with a TOML config (see configs/); `--resume OUT` continues a run from its newest checkpoint.
+    Train {
+        /// The run's configuration (not needed with --resume, which reads OUT/config.toml).
+        config: Option<PathBuf>,
+        /// Override any config key: `--set rollout.num_generations=8` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Continue the run in this output folder.
+        #[arg(long, value_name = "OUT")]
+        resume: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Evaluate a model on a benchmark (greedy by default; --samples N for avg@n and pass@k).
+    Eval(EvalCli),
+    /// Generate completions with the model's chat template.
+    Generate(GenerateCli),
+    /// Convert a GGUF file into a Hugging Face model directory.
+    Convert {
+        #[arg(long)]
+        gguf: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Grade model responses: JSON lines {"response", "answer"} in, one {"correct", "extracted", "reward"} out per line.
     Grade {
         /// Which grader: `gsm8k` (numeric answers) or `math` (LaTeX answers up to equivalence).
@@ -27,9 +56,149 @@ enum Command {
     },
 }
 
+#[derive(Args)]
+struct EvalCli {
+    /// A Hugging Face model directory, a .gguf file, or `smollm2-135m-instruct`.
+    #[arg(long)]
+    model: String,
+    /// gsm8k | math500 | amc23 | aime24 | any dataset name | a .jsonl file.
+    #[arg(long)]
+    data: String,
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Prompt template preset: r1-think, r1-math, plain, boxed.
+    #[arg(long, default_value = "boxed")]
+    template: String,
+    #[arg(long, default_value_t = 1)]
+    samples: usize,
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    /// k values for pass@k, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pass_k: Vec<usize>,
+    #[arg(long, default_value_t = 512)]
+    max_new_tokens: usize,
+    #[arg(long, default_value_t = 64)]
+    max_batch: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write every generation with its grade (generations.jsonl) and the summary here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long)]
+    prompt_field: Option<String>,
+    #[arg(long)]
+    answer_field: Option<String>,
+    #[arg(long)]
+    task: Option<Task>,
+}
+
+#[derive(Args)]
+struct GenerateCli {
+    #[arg(long)]
+    model: String,
+    #[arg(long, conflicts_with = "input")]
+    prompt: Option<String>,
+    /// JSON lines with "prompt" (and optional "system") or "messages".
+    #[arg(long)]
+    input: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    n: usize,
+    #[arg(long, default_value_t = 1.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 256)]
+    max_new_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Greedy decoding (same as --temperature 0).
+    #[arg(long)]
+    greedy: bool,
+    /// Stop strings (repeatable).
+    #[arg(long)]
+    stop: Vec<String>,
+    #[arg(long, default_value_t = 64)]
+    max_batch: usize,
+    /// JSON lines out (text, tokens, log-probs, finish reason).
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Train { config, set, resume, quiet } => {
+            let cfg = match (&config, &resume) {
+                (Some(path), _) => TrainConfig::load(path, &set)?,
+                (None, Some(out)) => {
+                    if !set.is_empty() {
+                        bail!("--set cannot change a run being resumed");
+                    }
+                    commands::train::config_of_run(out)?
+                }
+                (None, None) => bail!("give a config file (see configs/), or --resume OUT"),
+            };
+            if let (Some(out), Some(_)) = (&resume, &config) {
+                if out != &cfg.output_dir {
+                    bail!("--resume {} but the config's output_dir is {}", out.display(), cfg.output_dir.display());
+                }
+            }
+            let summary = commands::train::run(cfg, &commands::train::RunOptions { progress: !quiet, resume: resume.is_some() })?;
+            report_training(&summary);
+        }
+        Command::Eval(a) => {
+            let settings = EvalSettings {
+                samples: a.samples,
+                temperature: a.temperature,
+                top_p: a.top_p,
+                max_new_tokens: a.max_new_tokens,
+                pass_k: a.pass_k,
+                max_batch: a.max_batch,
+                seed: a.seed,
+                stop: vec![],
+            };
+            let args = commands::eval::EvalArgs {
+                model: a.model,
+                data: a.data,
+                limit: a.limit,
+                template: a.template,
+                settings,
+                out: a.out,
+                prompt_field: a.prompt_field,
+                answer_field: a.answer_field,
+                task: a.task,
+            };
+            let s = commands::eval::run(&args)?;
+            println!("{}", serde_json::to_string_pretty(&s)?);
+        }
+        Command::Generate(g) => {
+            let prompts = match (&g.prompt, &g.input) {
+                (Some(p), None) => vec![vec![cppo_model::ChatMessage::new("user", p.clone())]],
+                (None, Some(path)) => commands::generate::read_prompts(path)?,
+                _ => bail!("give --prompt TEXT or --input FILE.jsonl"),
+            };
+            let params = SamplingParams {
+                temperature: if g.greedy { 0.0 } else { g.temperature },
+                top_p: g.top_p,
+                top_k: g.top_k,
+                max_new_tokens: g.max_new_tokens,
+                stop: g.stop,
+            };
+            let args = commands::generate::GenerateArgs { model: g.model, prompts, n: g.n, params, seed: g.seed, max_batch: g.max_batch };
+            let results = commands::generate::run(&args)?;
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            commands::generate::print(&results, g.json, &mut out)?;
+        }
+        Command::Convert { gguf, out } => {
+            cppo_model::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
+            eprintln!("wrote {}", out.display());
+        }
         Command::Grade { task, input } => {
             let mut reader: Box<dyn BufRead> = match &input {
                 Some(path) => Box::new(BufReader::new(
@@ -45,4 +214,12 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn report_training(s: &commands::train::TrainSummary) {
+    let pct = |e: &Option<cppo_train::eval::EvalSummary>| e.as_ref().map_or("n/a".to_string(), |e| format!("{:.1}%", 100.0 * e.accuracy));
+    eprintln!("trained {} steps in {:.0} s", s.steps, s.seconds);
+    eprintln!("held-out accuracy: before {}, after {}", pct(&s.initial_eval), pct(&s.final_eval));
+    let out = s.output_dir.display();
+    eprintln!("wrote {out}/metrics.jsonl, {out}/eval.jsonl, {out}/reward.png and the trained model in {out}/model (Hugging Face layout)");
 }

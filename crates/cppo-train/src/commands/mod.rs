@@ -1,0 +1,6 @@
+//! The library side of the `cppo` subcommands that are more than one call: the CLI parses arguments and
+//! calls these.
+
+pub mod eval;
+pub mod generate;
+pub mod train;

@@ -1,0 +1,123 @@
+//! `cppo train`: the whole run with a progress bar, evaluation and checkpoint cadence, the final model in
+//! `OUT/model` and the reward curve in `OUT/reward.png`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::config::TrainConfig;
+use crate::eval::EvalSummary;
+use crate::metrics::{JsonlLog, StepMetrics};
+use crate::plot::{line_chart, Series};
+use crate::trainer::Trainer;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainSummary {
+    pub output_dir: PathBuf,
+    pub steps: u64,
+    pub initial_eval: Option<EvalSummary>,
+    pub final_eval: Option<EvalSummary>,
+    pub best_eval: Option<(u64, f64)>,
+    pub seconds: f64,
+}
+
+pub struct RunOptions {
+    pub progress: bool,
+    pub resume: bool,
+}
+
+/// The configuration of a run to resume: the one saved in its output folder.
+pub fn config_of_run(out: &Path) -> Result<TrainConfig> {
+    let path = out.join("config.toml");
+    TrainConfig::load(&path, &[]).with_context(|| format!("--resume {}: cannot read the run's configuration", out.display()))
+}
+
+pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
+    let start = std::time::Instant::now();
+    let mut trainer = Trainer::new(cfg, opts.resume)?;
+    let steps = trainer.cfg.train.steps;
+    let (eval_every, save_every) = (trainer.cfg.train.eval_every, trainer.cfg.train.save_every);
+    let mut initial_eval = None;
+    if trainer.step == 0 && trainer.cfg.train.eval_before {
+        initial_eval = trainer.evaluate()?;
+        if let (true, Some(e)) = (opts.progress, &initial_eval) {
+            eprintln!("held-out accuracy before training: {:.1}% ({} problems)", 100.0 * e.accuracy, e.problems);
+        }
+    }
+    let bar = if opts.progress { ProgressBar::new(steps) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} step {pos}/{len} [{elapsed_precise} < {eta_precise}] {bar:30} {msg}")
+            .expect("valid template"),
+    );
+    bar.set_position(trainer.step);
+    let mut last_eval_step = if initial_eval.is_some() { Some(0) } else { None };
+    let mut last_save_step = None;
+    while trainer.step < steps {
+        let report = trainer.train_step(|_| bar.tick())?;
+        let m = &report.metrics;
+        bar.set_message(format!(
+            "reward {:.3} acc {:.2} kept {}/{} len {:.0}",
+            m.reward_mean, m.accuracy, m.completions_kept, m.completions_generated, m.completion_length_mean
+        ));
+        bar.set_position(trainer.step);
+        if eval_every > 0 && trainer.step % eval_every == 0 {
+            if let Some(e) = trainer.evaluate()? {
+                bar.println(format!("step {}: held-out accuracy {:.1}%", trainer.step, 100.0 * e.accuracy));
+            }
+            last_eval_step = Some(trainer.step);
+        }
+        if save_every > 0 && trainer.step % save_every == 0 {
+            trainer.save_checkpoint()?;
+            last_save_step = Some(trainer.step);
+        }
+    }
+    bar.finish_and_clear();
+    let final_eval = if last_eval_step == Some(trainer.step) {
+        last_eval_of(&trainer.out)?
+    } else {
+        trainer.evaluate()?
+    };
+    if last_save_step != Some(trainer.step) {
+        trainer.save_checkpoint()?;
+    }
+    trainer.save_model(&trainer.out.join("model"))?;
+    plot_rewards(&trainer.out)?;
+    Ok(TrainSummary {
+        output_dir: trainer.out.clone(),
+        steps: trainer.step,
+        initial_eval: initial_eval.or(first_eval_of(&trainer.out)?),
+        final_eval,
+        best_eval: trainer.best_eval,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn evals_of(out: &Path) -> Result<Vec<EvalSummary>> {
+    let path = out.join("eval.jsonl");
+    if !path.exists() {
+        return Ok(vec![]);
+    }
+    JsonlLog::read(&path)
+}
+
+fn last_eval_of(out: &Path) -> Result<Option<EvalSummary>> {
+    Ok(evals_of(out)?.pop())
+}
+
+fn first_eval_of(out: &Path) -> Result<Option<EvalSummary>> {
+    Ok(evals_of(out)?.into_iter().find(|e| e.step == 0))
+}
+
+/// `OUT/reward.png`: mean reward per step (and held-out accuracy at each evaluation).
+pub fn plot_rewards(out: &Path) -> Result<()> {
+    let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl"))?;
+    let mut series = vec![Series { name: "train reward (mean)".into(), points: metrics.iter().map(|m| (m.step as f64, m.reward_mean)).collect() }];
+    series.push(Series { name: "train accuracy".into(), points: metrics.iter().map(|m| (m.step as f64, m.accuracy)).collect() });
+    let evals = evals_of(out)?;
+    if !evals.is_empty() {
+        series.push(Series { name: "held-out accuracy".into(), points: evals.iter().map(|e| (e.step as f64, e.accuracy)).collect() });
+    }
+    line_chart(&out.join("reward.png"), "reward during training", "step", "reward / accuracy", &series)
+}

@@ -1,0 +1,150 @@
+//! PNG charts: curves (reward against step, accuracy against wall time) and stacked bars (time per
+//! phase). The font ships with the crate (DejaVu Sans, see assets/), so charts render the same anywhere.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+
+const FONT: &str = "cppo-sans";
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, include_bytes!("../assets/DejaVuSans.ttf"));
+    });
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-9 {
+        return (lo - 0.5, hi + 0.5);
+    }
+    let pad = (hi - lo) * 0.05;
+    (lo - pad, hi + pad)
+}
+
+/// One line (with markers) per series.
+pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
+    register_font();
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    if series.len() > 1 || series.first().is_some_and(|s| !s.name.is_empty()) {
+        chart
+            .configure_series_labels()
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// One bar per category, stacked from segments (same segment names for every bar).
+pub fn stacked_bars(path: &Path, title: &str, y_label: &str, categories: &[String], segments: &[(String, Vec<f64>)]) -> Result<()> {
+    register_font();
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let totals: Vec<f64> = (0..categories.len()).map(|c| segments.iter().map(|(_, v)| v[c]).sum()).collect();
+    let top = totals.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let n = categories.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..n, 0.0..top)
+        .map_err(|e| anyhow!("{e}"))?;
+    let cats = categories.to_vec();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(categories.len().max(1) * 2 + 1)
+        .x_label_formatter(&move |x: &f64| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 0.26 { cats.get(i).cloned().unwrap_or_default() } else { String::new() }
+        })
+        .y_desc(y_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    for (s, (name, values)) in segments.iter().enumerate() {
+        let color = COLORS[s % COLORS.len()];
+        let bars: Vec<Rectangle<(f64, f64)>> = (0..categories.len())
+            .map(|c| {
+                let below: f64 = segments[..s].iter().map(|(_, v)| v[c]).sum();
+                Rectangle::new([(c as f64 + 0.2, below), (c as f64 + 0.8, below + values[c])], color.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|e| anyhow!("{e}"))?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
