@@ -199,3 +199,29 @@ fn cache_misuse_is_an_error() {
     let f64dec = decoder(cfg, 2, DType::F64);
     assert!(matches!(f64dec.prefill(&[1], &mut cache, 1), Err(DecoderError::BadInput(_))));
 }
+
+#[test]
+fn sequence_log_probs_match_log_softmax_of_the_logits() {
+    for (name, cfg) in families() {
+        let dec = decoder(&cfg, 4, DType::F32);
+        let seqs = [tokens(6, cfg.vocab_size, 1), tokens(3, cfg.vocab_size, 2), tokens(1, cfg.vocab_size, 3)];
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let out = dec.sequence_logprobs(&refs).unwrap();
+        assert_eq!(out.logprobs.dims(), &[3, 5]);
+        let (lp, mask) = (flat(&out.logprobs), flat(&out.mask));
+        for (j, s) in seqs.iter().enumerate() {
+            let logits = train_logits(&dec, s);
+            for t in 0..5 {
+                let at = j * 5 + t;
+                if t + 1 >= s.len() {
+                    assert_eq!((lp[at], mask[at]), (0.0, 0.0), "{name}: padding");
+                    continue;
+                }
+                let l = Tensor::new(logits[t].as_slice(), &Device::Cpu).unwrap();
+                let want = flat(&log_softmax(&l))[s[t + 1] as usize];
+                assert!((want - lp[at]).abs() < 1e-5, "{name}: sequence {j} token {t}: {} vs {want}", lp[at]);
+                assert_eq!(mask[at], 1.0);
+            }
+        }
+    }
+}

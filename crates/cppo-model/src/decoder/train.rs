@@ -102,12 +102,41 @@ impl Decoder {
                 mask[j * lmax + t] = 1.0;
             }
         }
-        let mask = Tensor::from_vec(mask, (k, lmax), self.device())?.to_dtype(self.dtype())?;
+        self.score(&tokens, AttnLayout::shared_prefix(lp, &fed), gather, mask)
+    }
+
+    /// Log-probabilities of the tokens of independent sequences, each given the ones before it:
+    /// `logprobs[j][t] = log p(seqs[j][t + 1] | seqs[j][..=t])`, shaped (b, Lmax - 1) and right-padded.
+    pub fn sequence_logprobs(&self, seqs: &[&[u32]]) -> Result<CompletionLogProbs> {
+        for s in seqs {
+            self.check_tokens(s)?;
+        }
+        let b = seqs.len();
+        let width = seqs.iter().map(|s| s.len().saturating_sub(1)).max().unwrap_or(0);
+        let fed: Vec<usize> = seqs.iter().map(|s| s.len().saturating_sub(1)).collect();
+        let mut tokens = Vec::with_capacity(fed.iter().sum());
+        let mut gather = Gather { rows: vec![], targets: vec![], out_index: vec![], out_shape: vec![b, width], chunk_cols: 0 };
+        let mut mask = vec![0f64; b * width];
+        for (j, (s, &n)) in seqs.iter().zip(&fed).enumerate() {
+            for t in 0..n {
+                gather.rows.push(tokens.len() + t);
+                gather.targets.push(s[t + 1]);
+                gather.out_index.push(j * width + t);
+                mask[j * width + t] = 1.0;
+            }
+            tokens.extend_from_slice(&s[..n]);
+        }
+        self.score(&tokens, AttnLayout::sequences(&fed), gather, mask)
+    }
+
+    fn score(&self, tokens: &[u32], layout: AttnLayout, gather: Gather, mask: Vec<f64>) -> Result<CompletionLogProbs> {
+        let shape = gather.out_shape.clone();
+        let mask = Tensor::from_vec(mask, shape.clone(), self.device())?.to_dtype(self.dtype())?;
         if gather.rows.is_empty() {
-            let zeros = Tensor::zeros((k, lmax), self.dtype(), self.device())?;
+            let zeros = Tensor::zeros(shape, self.dtype(), self.device())?;
             return Ok(CompletionLogProbs { logprobs: zeros.clone(), mask, entropy: zeros });
         }
-        let hidden = self.hidden_states(&tokens, AttnLayout::shared_prefix(lp, &fed))?;
+        let hidden = self.hidden_states(tokens, layout)?;
         let (logprobs, entropy) = token_logprobs(&hidden, &self.lm_head_weight().t, gather)?;
         Ok(CompletionLogProbs { logprobs, mask, entropy })
     }

@@ -37,11 +37,22 @@ pub struct AttnLayout {
 impl AttnLayout {
     /// `b` independent sequences of `t` tokens each.
     pub fn batch(b: usize, t: usize) -> Self {
-        AttnLayout {
-            rows: b * t,
-            spans: (0..b).map(|i| Span { start: i * t, len: t, prefix: None }).collect(),
-            positions: (0..b).flat_map(|_| 0..t).collect(),
+        Self::sequences(&vec![t; b])
+    }
+
+    /// Independent sequences of the given lengths, end to end.
+    pub fn sequences(lens: &[usize]) -> Self {
+        let mut spans = Vec::with_capacity(lens.len());
+        let mut positions = Vec::with_capacity(lens.iter().sum());
+        let mut start = 0;
+        for &len in lens {
+            if len > 0 {
+                spans.push(Span { start, len, prefix: None });
+            }
+            positions.extend(0..len);
+            start += len;
         }
+        AttnLayout { rows: start, spans, positions }
     }
 
     /// A prefix of `prefix_len` rows followed by spans of the given lengths, each continuing the prefix.
@@ -94,7 +105,7 @@ impl Attention {
         q.contiguous()?.apply_op3(&k.contiguous()?, &v.contiguous()?, self)
     }
 
-    fn check(&self, q: &Shape, k: &Shape, v: &Shape) -> Result<()> {
+    pub(crate) fn check(&self, q: &Shape, k: &Shape, v: &Shape) -> Result<()> {
         let rows = self.layout.rows;
         let (qw, kw) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
         if q.dims() != [rows, qw] || k.dims() != [rows, kw] || v.dims() != [rows, kw] {
@@ -277,7 +288,7 @@ fn segments<T>(op: &Attention, span: &Span, k: *const T, v: *const T, kh: usize)
     segs
 }
 
-fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
+pub(crate) fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let qw = h * d;
@@ -305,7 +316,7 @@ fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
 }
 
 /// Returns (dq, dk, dv) before the rotary embedding.
-fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T]) -> (Vec<T>, Vec<T>, Vec<T>) {
+pub(crate) fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T]) -> (Vec<T>, Vec<T>, Vec<T>) {
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let (qw, kw) = (h * d, op.kv_heads * d);

@@ -113,8 +113,14 @@ fn check(g: &Gather, hidden: &Shape, w: &Shape) -> Result<(usize, usize)> {
     Ok((vocab, width))
 }
 
-fn forward<T: Float>(op: &LogProbOp, h: &[T], w: &[T], vocab: usize, width: usize) -> Result<Vec<T>> {
-    let g = &op.gather;
+/// The scored slots (flat output of `g.out_shape`), and per slot its row's log-normaliser and entropy.
+pub(crate) struct Scored<T> {
+    pub out: Vec<T>,
+    pub lse: Vec<T>,
+    pub entropy: Vec<f64>,
+}
+
+pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize) -> Scored<T> {
     let slots = g.rows.len();
     let hs = gather_rows(h, width, &g.rows);
     let vc = chunk(g.chunk_cols, slots, vocab);
@@ -148,42 +154,35 @@ fn forward<T: Float>(op: &LogProbOp, h: &[T], w: &[T], vocab: usize, width: usiz
     }
     let total: usize = g.out_shape.iter().product();
     let mut out = vec![T::zero(); total];
-    let mut saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
-    saved.lse.clear();
-    saved.entropy.clear();
+    let mut lse = Vec::with_capacity(slots);
+    let mut entropy = Vec::with_capacity(slots);
     for (&(m, s, t, zt), &o) in state.iter().zip(&g.out_index) {
-        let lse = m + s.ln();
-        out[o] = zt - lse;
-        saved.lse.push(WithDType::to_f64(lse));
-        saved.entropy.push(WithDType::to_f64(lse - t / s));
+        let l = m + s.ln();
+        out[o] = zt - l;
+        lse.push(l);
+        entropy.push(WithDType::to_f64(l - t / s));
     }
-    Ok(out)
+    Scored { out, lse, entropy }
 }
 
-/// d logit_v = g * (onehot(target) - softmax_v), folded into dhidden and dW chunk by chunk.
-fn backward<T: Float>(
-    op: &LogProbOp,
+/// d logit_v = g * (onehot(target) - softmax_v), folded into `dh (rows x width)` (added to) and `dw
+/// (vocab x width)` (overwritten) chunk by chunk.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward_into<T: Float>(
+    g: &Gather,
+    lse: &[T],
     h: &[T],
     w: &[T],
     gout: &[T],
-    rows: usize,
     vocab: usize,
     width: usize,
-    need: (bool, bool),
-) -> Result<(Vec<T>, Vec<T>)> {
-    let g = &op.gather;
+    dh: Option<&mut [T]>,
+    mut dw: Option<&mut [T]>,
+) {
     let slots = g.rows.len();
-    let lse: Vec<T> = {
-        let saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
-        if saved.lse.len() != slots {
-            bail!("token_logprobs: backward before forward");
-        }
-        saved.lse.iter().map(|&v| T::of(v)).collect()
-    };
     let gs: Vec<T> = g.out_index.iter().map(|&o| gout[o]).collect();
     let hs = gather_rows(h, width, &g.rows);
-    let mut dhs = vec![T::zero(); if need.0 { slots * width } else { 0 }];
-    let mut dw = vec![T::zero(); if need.1 { vocab * width } else { 0 }];
+    let mut dhs = vec![T::zero(); if dh.is_some() { slots * width } else { 0 }];
     let vc = chunk(g.chunk_cols, slots, vocab);
     let mut buf = Vec::new();
     let mut v0 = 0;
@@ -202,7 +201,7 @@ fn backward<T: Float>(
             },
         );
         unsafe {
-            if need.0 {
+            if dh.is_some() {
                 matmul(
                     slots,
                     width,
@@ -215,7 +214,7 @@ fn backward<T: Float>(
                     true,
                 );
             }
-            if need.1 {
+            if let Some(dw) = dw.as_deref_mut() {
                 matmul(
                     n,
                     width,
@@ -231,32 +230,56 @@ fn backward<T: Float>(
         }
         v0 += n;
     }
-    let mut dh = vec![T::zero(); if need.0 { rows * width } else { 0 }];
-    if need.0 {
+    if let Some(dh) = dh {
         for (s, &r) in g.rows.iter().enumerate() {
             for (a, &b) in dh[r * width..(r + 1) * width].iter_mut().zip(&dhs[s * width..(s + 1) * width]) {
                 *a += b;
             }
         }
     }
-    Ok((dh, dw))
 }
 
 fn fwd_storage<T: Float>(op: &LogProbOp, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
     let (vocab, width) = check(&op.gather, l1.shape(), l2.shape())?;
     let h = slice::<T>(s1, l1, "token_logprobs hidden")?;
     let w = slice::<T>(s2, l2, "token_logprobs lm_head")?;
-    let out = forward(op, h, w, vocab, width)?;
-    Ok((storage(out), Shape::from(op.gather.out_shape.clone())))
+    let scored = forward(&op.gather, h, w, vocab, width);
+    let mut saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
+    saved.lse = scored.lse.iter().map(|&v| WithDType::to_f64(v)).collect();
+    saved.entropy = scored.entropy;
+    Ok((storage(scored.out), Shape::from(op.gather.out_shape.clone())))
 }
 
 fn bwd_tensors<T: Float>(op: &LogProbOp, hidden: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
     let (vocab, width) = w.dims2()?;
     let rows = hidden.dim(0)?;
     let need = (hidden.track_op(), w.track_op());
-    let (dh, dw) = with_data::<T, _>(hidden, |h| {
-        with_data::<T, _>(w, |ws| with_data::<T, _>(g, |gs| backward(op, h, ws, gs, rows, vocab, width, need)))
-    })????;
+    let lse: Vec<T> = {
+        let saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
+        if saved.lse.len() != op.gather.rows.len() {
+            bail!("token_logprobs: backward before forward");
+        }
+        saved.lse.iter().map(|&v| T::of(v)).collect()
+    };
+    let mut dh = vec![T::zero(); if need.0 { rows * width } else { 0 }];
+    let mut dw = vec![T::zero(); if need.1 { vocab * width } else { 0 }];
+    with_data::<T, _>(hidden, |h| {
+        with_data::<T, _>(w, |ws| {
+            with_data::<T, _>(g, |gs| {
+                backward_into(
+                    &op.gather,
+                    &lse,
+                    h,
+                    ws,
+                    gs,
+                    vocab,
+                    width,
+                    need.0.then_some(dh.as_mut_slice()),
+                    need.1.then_some(dw.as_mut_slice()),
+                )
+            })
+        })
+    })???;
     let dh = if need.0 { Some(tensor(dh, hidden.shape(), hidden.device())?) } else { None };
     let dw = if need.1 { Some(tensor(dw, w.shape(), w.device())?) } else { None };
     Ok((dh, dw))

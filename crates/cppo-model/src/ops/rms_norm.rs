@@ -21,7 +21,7 @@ fn block_rows(d: usize) -> usize {
     (16384 / d.max(1)).max(1)
 }
 
-fn forward<T: Float>(x: &[T], w: &[T], eps: f64) -> Vec<T> {
+pub(crate) fn forward<T: Float>(x: &[T], w: &[T], eps: f64) -> Vec<T> {
     let d = w.len();
     let mut y = vec![T::zero(); x.len()];
     let eps = T::of(eps);
@@ -40,12 +40,21 @@ fn forward<T: Float>(x: &[T], w: &[T], eps: f64) -> Vec<T> {
 }
 
 /// With xhat = x * r: dx = r * (g w - xhat * mean(g w xhat)), dw = sum over rows of g xhat.
-fn backward<T: Float>(x: &[T], w: &[T], g: &[T], eps: f64, need_dw: bool) -> (Vec<T>, Vec<T>) {
+/// `dx` is overwritten, or added to when `accumulate` (a residual stream's gradient); returns dw, or
+/// nothing when `need_dw` is false.
+pub(crate) fn backward_into<T: Float>(
+    x: &[T],
+    w: &[T],
+    g: &[T],
+    eps: f64,
+    dx: &mut [T],
+    accumulate: bool,
+    need_dw: bool,
+) -> Vec<T> {
     let d = w.len();
     let eps = T::of(eps);
     let dn = T::of(d as f64);
     let br = block_rows(d);
-    let mut dx = vec![T::zero(); x.len()];
     let dw = dx
         .par_chunks_mut(d * br)
         .zip(x.par_chunks(d * br).zip(g.par_chunks(d * br)))
@@ -60,7 +69,12 @@ fn backward<T: Float>(x: &[T], w: &[T], g: &[T], eps: f64, need_dw: bool) -> (Ve
                 }
                 let mean = dot / dn;
                 for (((o, &xv), &gv), &wv) in dxr.iter_mut().zip(xr).zip(gr).zip(w) {
-                    *o = r * (gv * wv - xv * r * mean);
+                    let v = r * (gv * wv - xv * r * mean);
+                    if accumulate {
+                        *o += v;
+                    } else {
+                        *o = v;
+                    }
                 }
                 if need_dw {
                     for ((a, &xv), &gv) in dw.iter_mut().zip(xr).zip(gr) {
@@ -79,7 +93,16 @@ fn backward<T: Float>(x: &[T], w: &[T], g: &[T], eps: f64, need_dw: bool) -> (Ve
             }
             a
         });
-    let dw = if need_dw && dw.is_empty() { vec![T::zero(); d] } else { dw };
+    if need_dw && dw.is_empty() {
+        vec![T::zero(); d]
+    } else {
+        dw
+    }
+}
+
+fn backward<T: Float>(x: &[T], w: &[T], g: &[T], eps: f64, need_dw: bool) -> (Vec<T>, Vec<T>) {
+    let mut dx = vec![T::zero(); x.len()];
+    let dw = backward_into(x, w, g, eps, &mut dx, false, need_dw);
     (dx, dw)
 }
 

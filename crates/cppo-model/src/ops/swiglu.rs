@@ -19,43 +19,47 @@ fn sigmoid<T: Float>(x: T) -> T {
     T::one() / (T::one() + (-x).exp())
 }
 
-fn fwd_storage<T: Float>(s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
-    if l1.shape() != l2.shape() {
-        bail!("swiglu: gate {:?} and up {:?} differ in shape", l1.shape(), l2.shape());
-    }
-    let g = slice::<T>(s1, l1, "swiglu gate")?;
-    let u = slice::<T>(s2, l2, "swiglu up")?;
+pub(crate) fn forward<T: Float>(g: &[T], u: &[T]) -> Vec<T> {
     let mut y = vec![T::zero(); g.len()];
     y.par_chunks_mut(BLOCK).zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK))).for_each(|(y, (g, u))| {
         for ((o, &gv), &uv) in y.iter_mut().zip(g).zip(u) {
             *o = gv * sigmoid(gv) * uv;
         }
     });
-    Ok((storage(y), l1.shape().clone()))
+    y
 }
 
 /// d/dgate = dy * up * s * (1 + gate * (1 - s)), d/dup = dy * gate * s, with s = sigmoid(gate).
+pub(crate) fn backward<T: Float>(g: &[T], u: &[T], dy: &[T]) -> (Vec<T>, Vec<T>) {
+    let n = g.len();
+    let mut dg = vec![T::zero(); n];
+    let mut du = vec![T::zero(); n];
+    dg.par_chunks_mut(BLOCK)
+        .zip(du.par_chunks_mut(BLOCK))
+        .zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK)).zip(dy.par_chunks(BLOCK)))
+        .for_each(|((dg, du), ((g, u), dy))| {
+            for i in 0..g.len() {
+                let s = sigmoid(g[i]);
+                let silu = g[i] * s;
+                dg[i] = dy[i] * u[i] * s * (T::one() + g[i] * (T::one() - s));
+                du[i] = dy[i] * silu;
+            }
+        });
+    (dg, du)
+}
+
+fn fwd_storage<T: Float>(s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+    if l1.shape() != l2.shape() {
+        bail!("swiglu: gate {:?} and up {:?} differ in shape", l1.shape(), l2.shape());
+    }
+    let g = slice::<T>(s1, l1, "swiglu gate")?;
+    let u = slice::<T>(s2, l2, "swiglu up")?;
+    Ok((storage(forward(g, u)), l1.shape().clone()))
+}
+
 fn bwd_tensors<T: Float>(gate: &Tensor, up: &Tensor, dy: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-    let n = gate.elem_count();
     let (dg, du) = with_data::<T, _>(gate, |g| {
-        with_data::<T, _>(up, |u| {
-            with_data::<T, _>(dy, |dy| {
-                let mut dg = vec![T::zero(); n];
-                let mut du = vec![T::zero(); n];
-                dg.par_chunks_mut(BLOCK)
-                    .zip(du.par_chunks_mut(BLOCK))
-                    .zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK)).zip(dy.par_chunks(BLOCK)))
-                    .for_each(|((dg, du), ((g, u), dy))| {
-                        for i in 0..g.len() {
-                            let s = sigmoid(g[i]);
-                            let silu = g[i] * s;
-                            dg[i] = dy[i] * u[i] * s * (T::one() + g[i] * (T::one() - s));
-                            du[i] = dy[i] * silu;
-                        }
-                    });
-                (dg, du)
-            })
-        })
+        with_data::<T, _>(up, |u| with_data::<T, _>(dy, |dy| backward(g, u, dy)))
     })???;
     let dg = if gate.track_op() { Some(tensor(dg, gate.shape(), gate.device())?) } else { None };
     let du = if up.track_op() { Some(tensor(du, up.shape(), up.device())?) } else { None };
