@@ -41,31 +41,41 @@ fn loss(out: &CompletionLogProbs) -> Tensor {
     out.logprobs.mul(&out.mask).unwrap().broadcast_mul(&adv).unwrap().sum_all().unwrap()
 }
 
+/// CPU seconds used by this process so far (Linux; 0 elsewhere). On a shared machine this moves less
+/// with other load than wall time does.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
 fn run(label: &str, tokens_per_step: usize, iters: usize, mut step: impl FnMut() -> CompletionLogProbs) {
-    let (mut fwd, mut bwd) = (vec![], vec![]);
+    let (mut fwd, mut bwd, mut cpu_f, mut cpu_b) = (vec![], vec![], vec![], vec![]);
     for i in 0..iters + 1 {
-        let t0 = Instant::now();
+        let (t0, c0) = (Instant::now(), cpu_seconds());
         let out = step();
         let l = loss(&out);
-        let t1 = Instant::now();
+        let (t1, c1) = (Instant::now(), cpu_seconds());
         let grads = l.backward().unwrap();
-        let t2 = Instant::now();
+        let (t2, c2) = (Instant::now(), cpu_seconds());
         drop(grads);
         if i > 0 {
             // The first iteration warms up allocations and thread pools.
             fwd.push((t1 - t0).as_secs_f64());
             bwd.push((t2 - t1).as_secs_f64());
+            cpu_f.push(c1 - c0);
+            cpu_b.push(c2 - c1);
         }
     }
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        v[v.len() / 2]
-    };
-    let (f, b) = (med(&mut fwd), med(&mut bwd));
+    let min = |v: &[f64]| v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let (f, b) = (min(&fwd), min(&bwd));
     println!(
-        "{label}: fwd {f:.3} s, bwd {b:.3} s, fwd+bwd {:.3} s, {:.0} tokens/s (median of {iters})",
+        "{label}: fwd {f:.3} s, bwd {b:.3} s, fwd+bwd {:.3} s, {:.0} tokens/s (best of {iters}; cpu fwd {:.2} s, bwd {:.2} s)",
         f + b,
-        tokens_per_step as f64 / (f + b)
+        tokens_per_step as f64 / (f + b),
+        min(&cpu_f),
+        min(&cpu_b)
     );
 }
 

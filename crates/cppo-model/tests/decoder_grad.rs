@@ -187,3 +187,24 @@ fn bf16_weights_load_and_compute_in_f32() {
     assert_eq!(logits.dtype(), DType::F32);
     assert!(flat(&logits).iter().all(|x| x.is_finite()));
 }
+
+#[test]
+fn gradients_accumulate_over_questions_and_repeat_over_backward_calls() {
+    let (_, cfg) = &families()[2];
+    let dec = decoder(cfg, 37, DType::F64);
+    let (p1, c1) = sample(cfg.vocab_size);
+    let p2 = tokens(3, cfg.vocab_size, 99);
+    let c2 = vec![tokens(2, cfg.vocab_size, 98)];
+    let l1 = loss(&dec, &p1, &c1);
+    let l2 = loss(&dec, &p2, &c2);
+    // Two uses of the same output, and two questions, in one loss.
+    let both = (l1.clone() + l2.clone()).unwrap().add(&l1.affine(0.5, 0.0).unwrap()).unwrap();
+    let g = both.backward().unwrap();
+    let g_again = both.backward().unwrap();
+    let (g1, g2) = (l1.backward().unwrap(), l2.backward().unwrap());
+    for (vname, v) in dec.vars() {
+        let want: Vec<f64> = flat(g1.get(&v).unwrap()).iter().zip(flat(g2.get(&v).unwrap())).map(|(a, b)| 1.5 * a + b).collect();
+        assert!(max_diff(&flat(g.get(&v).unwrap()), &want) < 1e-12, "{vname}: gradients do not add up");
+        assert_eq!(flat(g.get(&v).unwrap()), flat(g_again.get(&v).unwrap()), "{vname}: a second backward differs");
+    }
+}

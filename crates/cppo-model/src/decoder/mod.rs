@@ -2,9 +2,11 @@
 //! the same weights: a differentiable training path (`train.rs`) and a no-autograd generation path over
 //! a preallocated KV cache (`infer.rs`).
 
+mod attach;
 mod error;
 mod infer;
 mod random;
+mod tape;
 mod train;
 
 use std::sync::Arc;
@@ -264,7 +266,8 @@ impl Decoder {
         self.trainable
     }
 
-    fn params(&self) -> Vec<&Param> {
+    /// Every weight in a fixed order (that of `vars()` and `expected_tensors`).
+    pub(crate) fn params(&self) -> Vec<&Param> {
         let mut v = vec![&self.embed];
         for l in &self.layers {
             v.extend(l.params());

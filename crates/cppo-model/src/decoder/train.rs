@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use candle_core::{DType, Tensor};
 
-use super::{Decoder, DecoderError, Result};
+use super::attach::{attach, AnyTape};
+use super::{tape, Decoder, DecoderError, Result};
 use crate::ops::attention::{AttnLayout, Attention};
 use crate::ops::linear::linear;
-use crate::ops::logprob::{token_logprobs, Gather};
+use crate::ops::logprob::Gather;
 use crate::ops::rms_norm::rms_norm;
 use crate::ops::swiglu::swiglu;
 
@@ -136,8 +137,28 @@ impl Decoder {
             let zeros = Tensor::zeros(shape, self.dtype(), self.device())?;
             return Ok(CompletionLogProbs { logprobs: zeros.clone(), mask, entropy: zeros });
         }
-        let hidden = self.hidden_states(tokens, layout)?;
-        let (logprobs, entropy) = token_logprobs(&hidden, &self.lm_head_weight().t, gather)?;
+        let out_index = gather.out_index.clone();
+        let save = self.is_trainable();
+        let (raw, entropy, tape) = match self.dtype() {
+            DType::F32 => {
+                let (s, t) = tape::forward::<f32>(self, tokens, layout, gather, save)?;
+                (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(AnyTape::F32))
+            }
+            DType::F64 => {
+                let (s, t) = tape::forward::<f64>(self, tokens, layout, gather, save)?;
+                (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(AnyTape::F64))
+            }
+            other => return Err(DecoderError::BadInput(format!("unsupported compute dtype {other:?}"))),
+        };
+        let mut ent = vec![0f64; raw.elem_count()];
+        for (&o, &e) in out_index.iter().zip(&entropy) {
+            ent[o] = e;
+        }
+        let entropy = Tensor::from_vec(ent, shape, self.device())?.to_dtype(self.dtype())?;
+        let logprobs = match tape {
+            Some(t) => attach(self, t, raw)?,
+            None => raw,
+        };
         Ok(CompletionLogProbs { logprobs, mask, entropy })
     }
 }

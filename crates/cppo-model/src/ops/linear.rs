@@ -44,96 +44,117 @@ fn forward<T: Float>(
     lw: &Layout,
     b: Option<(&CpuStorage, &Layout)>,
 ) -> Result<(CpuStorage, Shape)> {
-    let (n, din, dout, shape) = dims(lx.shape(), lw.shape(), b.map(|(_, l)| l.shape()))?;
+    let (_, din, dout, shape) = dims(lx.shape(), lw.shape(), b.map(|(_, l)| l.shape()))?;
     let x = slice::<T>(x, lx, "linear x")?;
     let w = slice::<T>(w, lw, "linear w")?;
+    let b = match b {
+        Some((bs, bl)) => Some(slice::<T>(bs, bl, "linear b")?),
+        None => None,
+    };
+    Ok((storage(forward_slices(x, w, b, din, dout)), shape))
+}
+
+/// `y (n x dout) = x (n x din) @ w (dout x din)^T (+ b)`.
+pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, dout: usize) -> Vec<T> {
+    let n = x.len() / din.max(1);
     let mut y = vec![T::zero(); n * dout];
-    if let Some((bs, bl)) = b {
-        let b = slice::<T>(bs, bl, "linear b")?;
+    if let Some(b) = b {
         for row in y.chunks_exact_mut(dout) {
             row.copy_from_slice(b);
         }
     }
+    accumulate(&mut y, x, w, din, dout, b.is_some());
+    y
+}
+
+/// `y (+)= x @ w^T` in place (`add` keeps what `y` holds, e.g. the residual stream).
+pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool) {
+    let n = x.len() / din.max(1);
     unsafe {
         matmul(
             n,
             dout,
             din,
             ViewMut::rows(y.as_mut_ptr(), dout),
-            b.is_some(),
+            add,
             View::rows(x.as_ptr(), din),
             View::rows(w.as_ptr(), din).t(),
             T::one(),
             true,
         )
     };
-    Ok((storage(y), shape))
 }
 
-/// dx = g @ W
+/// `dx (n x din) (+)= g (n x dout) @ w (dout x din)`.
+pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool) {
+    let n = g.len() / dout.max(1);
+    unsafe {
+        matmul(
+            n,
+            din,
+            dout,
+            ViewMut::rows(dx.as_mut_ptr(), din),
+            add,
+            View::rows(g.as_ptr(), dout),
+            View::rows(w.as_ptr(), din),
+            T::one(),
+            true,
+        )
+    };
+}
+
+/// `dw (dout x din) = g (n x dout)^T @ x (n x din)`.
+pub(crate) fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize) -> Vec<T> {
+    let n = g.len() / dout.max(1);
+    let mut dw = vec![T::zero(); dout * din];
+    unsafe {
+        matmul(
+            dout,
+            din,
+            n,
+            ViewMut::rows(dw.as_mut_ptr(), din),
+            false,
+            View::rows(g.as_ptr(), dout).t(),
+            View::rows(x.as_ptr(), din),
+            T::one(),
+            true,
+        )
+    };
+    dw
+}
+
+/// `db = the column sums of g (n x dout)`.
+pub(crate) fn grad_bias<T: Float>(g: &[T], dout: usize) -> Vec<T> {
+    let mut db = vec![T::zero(); dout];
+    for row in g.chunks_exact(dout) {
+        for (d, &v) in db.iter_mut().zip(row) {
+            *d += v;
+        }
+    }
+    db
+}
+
 fn grad_x<T: Float>(g: &Tensor, w: &Tensor, x: &Tensor) -> Result<Tensor> {
     let (dout, din) = w.dims2()?;
     let n = g.elem_count() / dout;
     let dx = with_data::<T, _>(g, |g| {
         with_data::<T, _>(w, |w| {
             let mut dx = vec![T::zero(); n * din];
-            unsafe {
-                matmul(
-                    n,
-                    din,
-                    dout,
-                    ViewMut::rows(dx.as_mut_ptr(), din),
-                    false,
-                    View::rows(g.as_ptr(), dout),
-                    View::rows(w.as_ptr(), din),
-                    T::one(),
-                    true,
-                )
-            };
+            grad_input(&mut dx, g, w, din, dout, false);
             dx
         })
     })??;
     tensor(dx, x.shape(), x.device())
 }
 
-/// dW = g^T @ x
 fn grad_w<T: Float>(g: &Tensor, x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (dout, din) = w.dims2()?;
-    let n = g.elem_count() / dout;
-    let dw = with_data::<T, _>(g, |g| {
-        with_data::<T, _>(x, |x| {
-            let mut dw = vec![T::zero(); dout * din];
-            unsafe {
-                matmul(
-                    dout,
-                    din,
-                    n,
-                    ViewMut::rows(dw.as_mut_ptr(), din),
-                    false,
-                    View::rows(g.as_ptr(), dout).t(),
-                    View::rows(x.as_ptr(), din),
-                    T::one(),
-                    true,
-                )
-            };
-            dw
-        })
-    })??;
+    let dw = with_data::<T, _>(g, |g| with_data::<T, _>(x, |x| grad_weight(g, x, din, dout)))??;
     tensor(dw, w.shape(), w.device())
 }
 
-/// db = the column sums of g
 fn grad_b<T: Float>(g: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let dout = b.elem_count();
-    let db = with_data::<T, _>(g, |g| {
-        let mut db = vec![T::zero(); dout];
-        for row in g.chunks_exact(dout) {
-            for (d, &v) in db.iter_mut().zip(row) {
-                *d += v;
-            }
-        }
-        db
-    })?;
+    let db = with_data::<T, _>(g, |g| grad_bias(g, b.elem_count()))?;
     tensor(db, b.shape(), b.device())
 }
 

@@ -1,0 +1,146 @@
+//! Hands the tape's weight gradients to candle's autograd. The scored output is passed through a chain
+//! of identity ops that each take two of the decoder's variables as extra arguments; when candle's
+//! backward pass reaches the outermost link (it is processed first, after every use of the output has
+//! contributed to the output's gradient) that link runs the whole tape backward once and every link
+//! then returns its two variables' gradients. A plain `loss.backward()` thus fills in every variable.
+
+use std::sync::{Arc, Mutex};
+
+use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor};
+
+use super::tape::{self, Tape};
+use super::Decoder;
+use crate::ops::{tensor, with_data};
+
+pub(crate) enum AnyTape {
+    F32(Tape<f32>),
+    F64(Tape<f64>),
+}
+
+struct Chain {
+    dec: Decoder,
+    tape: AnyTape,
+    /// The current backward pass's weight gradients, taken by the links as they return them.
+    grads: Mutex<Vec<Option<Tensor>>>,
+}
+
+impl Chain {
+    fn run_backward(&self, gout: &Tensor) -> Result<()> {
+        let params = self.dec.params();
+        let grads: Vec<Tensor> = match &self.tape {
+            AnyTape::F32(t) => {
+                let g = with_data::<f32, _>(gout, |g| tape::backward(&self.dec, t, g))??;
+                g.into_iter().zip(&params).map(|(g, p)| tensor(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
+            }
+            AnyTape::F64(t) => {
+                let g = with_data::<f64, _>(gout, |g| tape::backward(&self.dec, t, g))??;
+                g.into_iter().zip(&params).map(|(g, p)| tensor(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
+            }
+        };
+        let mut slot = self.grads.lock().map_err(|_| candle_core::Error::Msg("decoder backward: poisoned".into()))?;
+        *slot = grads.into_iter().map(Some).collect();
+        Ok(())
+    }
+
+    fn take(&self, i: usize) -> Result<Tensor> {
+        let mut slot = self.grads.lock().map_err(|_| candle_core::Error::Msg("decoder backward: poisoned".into()))?;
+        match slot.get_mut(i).and_then(Option::take) {
+            Some(g) => Ok(g),
+            None => bail!("decoder backward: gradient {i} requested before the tape ran backward"),
+        }
+    }
+}
+
+struct Link {
+    chain: Arc<Chain>,
+    /// Indices (into `Decoder::params()`) of the variables this link carries.
+    first: usize,
+    second: Option<usize>,
+    outermost: bool,
+    /// The innermost link's input is the untracked raw output, which needs no gradient.
+    innermost: bool,
+}
+
+impl Link {
+    fn grads(&self, g: &Tensor) -> Result<(Option<Tensor>, Tensor, Option<Tensor>)> {
+        if self.outermost {
+            self.chain.run_backward(g)?;
+        }
+        let pass = if self.innermost { None } else { Some(g.clone()) };
+        let a = self.chain.take(self.first)?;
+        let b = match self.second {
+            Some(i) => Some(self.chain.take(i)?),
+            None => None,
+        };
+        Ok((pass, a, b))
+    }
+}
+
+fn identity(s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+    match l.contiguous_offsets() {
+        Some((a, b)) => {
+            let st = match s {
+                CpuStorage::F32(v) => CpuStorage::F32(v[a..b].to_vec()),
+                CpuStorage::F64(v) => CpuStorage::F64(v[a..b].to_vec()),
+                _ => bail!("decoder link: unsupported dtype"),
+            };
+            Ok((st, l.shape().clone()))
+        }
+        None => bail!("decoder link: input must be contiguous"),
+    }
+}
+
+impl CustomOp2 for Link {
+    fn name(&self) -> &'static str {
+        "cppo-decoder-link"
+    }
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
+        identity(s1, l1)
+    }
+    fn bwd(&self, _: &Tensor, _: &Tensor, _: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let (pass, a, _) = self.grads(g)?;
+        Ok((pass, Some(a)))
+    }
+}
+
+impl CustomOp3 for Link {
+    fn name(&self) -> &'static str {
+        "cppo-decoder-link"
+    }
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, _: &CpuStorage, _: &Layout, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
+        identity(s1, l1)
+    }
+    fn bwd(&self, _: &Tensor, _: &Tensor, _: &Tensor, _: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (pass, a, b) = self.grads(g)?;
+        Ok((pass, Some(a), b))
+    }
+}
+
+/// `raw` (untracked) made differentiable with respect to every variable of `dec` through `tape`.
+pub(crate) fn attach(dec: &Decoder, tape: AnyTape, raw: Tensor) -> Result<Tensor> {
+    let vars: Vec<Tensor> = dec.params().iter().map(|p| p.t.clone()).collect();
+    if vars.is_empty() || !vars.iter().all(|v| v.is_variable()) {
+        bail!("decoder link: every weight must be a variable");
+    }
+    match (&tape, raw.dtype()) {
+        (AnyTape::F32(_), DType::F32) | (AnyTape::F64(_), DType::F64) => {}
+        _ => bail!("decoder link: tape and output dtypes differ"),
+    }
+    let chain = Arc::new(Chain { dec: dec.clone(), tape, grads: Mutex::new(Vec::new()) });
+    let links = vars.len().div_ceil(2);
+    let mut out = raw;
+    for j in 0..links {
+        let link = Link {
+            chain: chain.clone(),
+            first: 2 * j,
+            second: (2 * j + 1 < vars.len()).then_some(2 * j + 1),
+            outermost: j + 1 == links,
+            innermost: j == 0,
+        };
+        out = match link.second {
+            Some(i) => out.apply_op3(&vars[2 * j], &vars[i], link)?,
+            None => out.apply_op2(&vars[2 * j], link)?,
+        };
+    }
+    Ok(out)
+}
