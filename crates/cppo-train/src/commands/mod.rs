@@ -3,4 +3,5 @@
 
 pub mod eval;
 pub mod generate;
+pub mod quickstart;
 pub mod train;
