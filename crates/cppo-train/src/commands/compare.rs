@@ -1,0 +1,365 @@
+//! `cppo compare`: runs several arms (GRPO, CPPO at some pruning rates, PODS) from the same initial model,
+//! data order and seed, one after another, and reports wall time per phase, held-out accuracy and the two
+//! speedups the papers use: time to finish the same questions (CPPO) and time to first reach 99% of
+//! GRPO's best held-out accuracy (PODS).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cppo_core::select::Strategy;
+use serde::{Deserialize, Serialize};
+
+use crate::commands::train::{run, RunOptions};
+use crate::config::TrainConfig;
+use crate::eval::EvalSummary;
+use crate::fsutil::write_atomic;
+use crate::metrics::{JsonlLog, StepMetrics};
+use crate::plot::{line_chart, stacked_bars, Series};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ArmKind {
+    Grpo,
+    /// CPPO at pruning rate P, with dynamic completion allocation (as in the paper).
+    Cppo { pruning_rate: f64 },
+    /// PODS: generate n per question, train on the m of maximum reward variance.
+    Pods { n: usize, m: usize },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Arm {
+    pub label: String,
+    pub kind: ArmKind,
+}
+
+/// Parses `grpo,cppo:0.75,cppo:0.875,pods:64/16`.
+pub fn parse_arms(spec: &str) -> Result<Vec<Arm>> {
+    let mut arms = Vec::new();
+    for raw in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let kind = match raw.split_once(':') {
+            None if raw == "grpo" => ArmKind::Grpo,
+            Some(("cppo", p)) => {
+                let pruning_rate: f64 = p.parse().with_context(|| format!("--arms {raw}: `{p}` is not a pruning rate"))?;
+                if !(0.0..1.0).contains(&pruning_rate) {
+                    bail!("--arms {raw}: the pruning rate must be in [0, 1)");
+                }
+                ArmKind::Cppo { pruning_rate }
+            }
+            Some(("pods", nm)) => {
+                let Some((n, m)) = nm.split_once('/') else { bail!("--arms {raw}: expected pods:N/M, e.g. pods:64/16") };
+                let n: usize = n.parse().with_context(|| format!("--arms {raw}: `{n}` is not a rollout count"))?;
+                let m: usize = m.parse().with_context(|| format!("--arms {raw}: `{m}` is not a kept count"))?;
+                if m < 2 || m > n {
+                    bail!("--arms {raw}: need 2 <= m <= n");
+                }
+                ArmKind::Pods { n, m }
+            }
+            _ => bail!("--arms: unknown arm `{raw}` (use grpo, cppo:P or pods:N/M)"),
+        };
+        if arms.iter().any(|a: &Arm| a.label == raw) {
+            bail!("--arms: `{raw}` is given twice");
+        }
+        arms.push(Arm { label: raw.to_string(), kind });
+    }
+    if arms.is_empty() {
+        bail!("--arms names no arm");
+    }
+    Ok(arms)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Budget {
+    /// GRPO runs this many steps; every other arm runs until it has trained on the same questions.
+    Steps(u64),
+    /// Every arm trains for this many minutes (steps only, evaluations excluded).
+    Minutes(f64),
+}
+
+pub struct CompareArgs {
+    pub base: TrainConfig,
+    pub arms: Vec<Arm>,
+    pub seeds: usize,
+    pub budget: Budget,
+    pub out: PathBuf,
+    /// Evaluations per run (besides the one before training), evenly spaced in questions.
+    pub evals: u64,
+    pub progress: bool,
+}
+
+/// One arm's configuration derived from the base.
+pub fn arm_config(base: &TrainConfig, arm: &Arm) -> Result<TrainConfig> {
+    let mut c = base.clone();
+    let r = &mut c.rollout;
+    match arm.kind {
+        ArmKind::Grpo => {
+            r.selection.strategy = Strategy::All;
+            r.allocation = false;
+        }
+        ArmKind::Cppo { pruning_rate } => {
+            r.selection.strategy = Strategy::Cppo { pruning_rate };
+            r.allocation = true;
+        }
+        ArmKind::Pods { n, m } => {
+            r.num_generations = n;
+            r.selection.strategy = Strategy::PodsMaxVariance { m };
+            r.allocation = false;
+        }
+    }
+    c.validate().with_context(|| format!("arm {}", arm.label))?;
+    Ok(c)
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RunFigures {
+    pub seed: u64,
+    pub steps: u64,
+    pub questions: usize,
+    pub completions_generated: usize,
+    pub completions_trained: usize,
+    pub train_seconds: f64,
+    pub generation_seconds: f64,
+    pub reward_seconds: f64,
+    pub update_seconds: f64,
+    pub final_accuracy: f64,
+    pub best_accuracy: f64,
+    /// (training seconds so far, held-out accuracy) at each evaluation.
+    pub curve: Vec<(f64, f64)>,
+    pub seconds_per_question: f64,
+    /// Training seconds to first reach 99% of GRPO's best held-out accuracy (same seed); none if never.
+    pub time_to_target: Option<f64>,
+    /// GRPO's seconds per question over this arm's (the CPPO papers' measure).
+    pub speedup_same_questions: Option<f64>,
+    /// GRPO's time to target over this arm's (the PODS paper's measure).
+    pub speedup_to_target: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Spread {
+    pub mean: f64,
+    pub std: f64,
+    pub n: usize,
+}
+
+impl Spread {
+    fn of(values: impl Iterator<Item = f64>) -> Option<Spread> {
+        let v: Vec<f64> = values.collect();
+        if v.is_empty() {
+            return None;
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let std = if v.len() > 1 {
+            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Spread { mean, std, n: v.len() })
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ArmReport {
+    pub arm: Arm,
+    pub runs: Vec<RunFigures>,
+    /// Mean and spread over seeds of the figures above.
+    pub summary: BTreeMap<String, Spread>,
+}
+
+impl Default for Arm {
+    fn default() -> Self {
+        Arm { label: String::new(), kind: ArmKind::Grpo }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompareReport {
+    pub budget: Budget,
+    pub seeds: usize,
+    pub target_fraction: f64,
+    pub arms: Vec<ArmReport>,
+}
+
+const TARGET_FRACTION: f64 = 0.99;
+
+pub fn compare(args: &CompareArgs) -> Result<CompareReport> {
+    if args.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let configs: Vec<TrainConfig> = args.arms.iter().map(|a| arm_config(&args.base, a)).collect::<Result<_>>()?;
+    let questions_per_step: Vec<usize> =
+        configs.iter().map(|c| c.plan().map(|p| p.questions_per_step).map_err(|e| anyhow::anyhow!("{e}"))).collect::<Result<_>>()?;
+    let grpo_questions = args.base.rollout.questions_per_step as u64;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let mut runs: Vec<Vec<RunFigures>> = vec![Vec::new(); args.arms.len()];
+    for s in 0..args.seeds {
+        let seed = args.base.seed + s as u64;
+        for (a, arm) in args.arms.iter().enumerate() {
+            let mut cfg = configs[a].clone();
+            cfg.seed = seed;
+            cfg.output_dir = args.out.join(sanitize(&arm.label)).join(format!("seed-{seed}"));
+            let b = questions_per_step[a] as u64;
+            let (steps, limit) = match args.budget {
+                Budget::Steps(s) => ((s * grpo_questions).div_ceil(b).max(1), None),
+                Budget::Minutes(m) => (1_000_000, Some(m * 60.0)),
+            };
+            cfg.train.steps = steps;
+            cfg.train.eval_before = true;
+            cfg.train.save_every = 0;
+            cfg.train.eval_every = match args.budget {
+                Budget::Steps(_) if args.evals > 0 => (steps / args.evals).max(1),
+                Budget::Steps(_) => 0,
+                // With a time budget the step count is unknown: evaluate every few steps.
+                Budget::Minutes(_) => (8 * grpo_questions).div_ceil(b).max(1),
+            };
+            if args.progress {
+                eprintln!("== arm {} (seed {seed}): {steps} steps of {b} questions", arm.label);
+            }
+            run(cfg.clone(), &RunOptions { progress: args.progress, resume: false, time_limit: limit, save: false })
+                .with_context(|| format!("arm {} seed {seed}", arm.label))?;
+            runs[a].push(figures(&cfg.output_dir, seed)?);
+        }
+    }
+    // Speedups against GRPO of the same seed (the first `grpo` arm; none without one).
+    let grpo = args.arms.iter().position(|a| a.kind == ArmKind::Grpo);
+    if let Some(g) = grpo {
+        for s in 0..args.seeds {
+            let base = runs[g][s].clone();
+            let target = TARGET_FRACTION * base.best_accuracy;
+            let grpo_time = time_to(&base.curve, target);
+            for arm_runs in runs.iter_mut() {
+                let r = &mut arm_runs[s];
+                r.time_to_target = time_to(&r.curve, target);
+                r.speedup_same_questions = (r.seconds_per_question > 0.0).then(|| base.seconds_per_question / r.seconds_per_question);
+                r.speedup_to_target = match (grpo_time, r.time_to_target) {
+                    (Some(g), Some(t)) if t > 0.0 => Some(g / t),
+                    _ => None,
+                };
+            }
+        }
+    }
+    let arms = args
+        .arms
+        .iter()
+        .zip(runs)
+        .map(|(arm, runs)| ArmReport { summary: summarise(&runs), arm: arm.clone(), runs })
+        .collect();
+    let report = CompareReport { budget: args.budget, seeds: args.seeds, target_fraction: TARGET_FRACTION, arms };
+    write_atomic(&args.out.join("compare.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    plot(&report, &args.out)?;
+    Ok(report)
+}
+
+fn sanitize(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect()
+}
+
+/// The first training time at which the curve reaches `target` (an evaluation before training counts at 0).
+fn time_to(curve: &[(f64, f64)], target: f64) -> Option<f64> {
+    if target <= 0.0 {
+        return None;
+    }
+    curve.iter().find(|(_, acc)| *acc >= target - 1e-12).map(|(t, _)| *t)
+}
+
+fn figures(out: &Path, seed: u64) -> Result<RunFigures> {
+    let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl"))?;
+    let evals: Vec<EvalSummary> = JsonlLog::read(&out.join("eval.jsonl"))?;
+    let mut elapsed = vec![0.0];
+    for m in &metrics {
+        elapsed.push(elapsed.last().unwrap() + m.time.total);
+    }
+    let curve: Vec<(f64, f64)> = evals.iter().map(|e| (elapsed[(e.step as usize).min(metrics.len())], e.accuracy)).collect();
+    let questions: usize = metrics.iter().map(|m| m.questions).sum();
+    let train_seconds = *elapsed.last().unwrap();
+    Ok(RunFigures {
+        seed,
+        steps: metrics.len() as u64,
+        questions,
+        completions_generated: metrics.iter().map(|m| m.completions_generated).sum(),
+        completions_trained: metrics.iter().map(|m| m.completions_kept).sum(),
+        train_seconds,
+        generation_seconds: metrics.iter().map(|m| m.time.generation).sum(),
+        reward_seconds: metrics.iter().map(|m| m.time.reward).sum(),
+        update_seconds: metrics.iter().map(|m| m.time.update()).sum(),
+        final_accuracy: evals.last().map_or(0.0, |e| e.accuracy),
+        best_accuracy: evals.iter().map(|e| e.accuracy).fold(0.0, f64::max),
+        curve,
+        seconds_per_question: train_seconds / questions.max(1) as f64,
+        time_to_target: None,
+        speedup_same_questions: None,
+        speedup_to_target: None,
+    })
+}
+
+fn summarise(runs: &[RunFigures]) -> BTreeMap<String, Spread> {
+    let fields: [(&str, fn(&RunFigures) -> Option<f64>); 11] = [
+        ("train_seconds", |r| Some(r.train_seconds)),
+        ("generation_seconds", |r| Some(r.generation_seconds)),
+        ("update_seconds", |r| Some(r.update_seconds)),
+        ("final_accuracy", |r| Some(r.final_accuracy)),
+        ("best_accuracy", |r| Some(r.best_accuracy)),
+        ("questions", |r| Some(r.questions as f64)),
+        ("completions_generated", |r| Some(r.completions_generated as f64)),
+        ("completions_trained", |r| Some(r.completions_trained as f64)),
+        ("speedup_same_questions", |r| r.speedup_same_questions),
+        ("speedup_to_target", |r| r.speedup_to_target),
+        ("time_to_target", |r| r.time_to_target),
+    ];
+    fields.iter().filter_map(|(name, f)| Spread::of(runs.iter().filter_map(f)).map(|s| (name.to_string(), s))).collect()
+}
+
+fn plot(report: &CompareReport, out: &Path) -> Result<()> {
+    let series: Vec<Series> = report
+        .arms
+        .iter()
+        .map(|a| Series { name: a.arm.label.clone(), points: a.runs.first().map(|r| r.curve.clone()).unwrap_or_default() })
+        .collect();
+    line_chart(&out.join("accuracy_vs_time.png"), "held-out accuracy against training time (first seed)", "training seconds", "held-out accuracy", &series)?;
+    let labels: Vec<String> = report.arms.iter().map(|a| a.arm.label.clone()).collect();
+    let mean = |a: &ArmReport, k: &str| a.summary.get(k).map_or(0.0, |s| s.mean);
+    let segments = vec![
+        ("generation".to_string(), report.arms.iter().map(|a| mean(a, "generation_seconds")).collect()),
+        ("update".to_string(), report.arms.iter().map(|a| mean(a, "update_seconds")).collect()),
+        (
+            "other".to_string(),
+            report
+                .arms
+                .iter()
+                .map(|a| (mean(a, "train_seconds") - mean(a, "generation_seconds") - mean(a, "update_seconds")).max(0.0))
+                .collect(),
+        ),
+    ];
+    stacked_bars(&out.join("time_per_phase.png"), "training time per phase (mean over seeds)", "seconds", &labels, &segments)
+}
+
+/// The table the CLI prints (Markdown, so it pastes into a README).
+pub fn table(report: &CompareReport) -> String {
+    let mut s = String::from(
+        "| arm | train s (gen / update) | questions | completions gen / trained | final acc | best acc | speedup, same questions | speedup, to 99% of GRPO best |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let fmt = |sp: Option<&Spread>, pct: bool, x: bool| match sp {
+        None => "n/a".to_string(),
+        Some(v) => {
+            let (m, d) = if pct { (100.0 * v.mean, 100.0 * v.std) } else { (v.mean, v.std) };
+            let unit = if pct { "%" } else if x { "x" } else { "" };
+            if v.n > 1 { format!("{m:.2}{unit} ± {d:.2}") } else { format!("{m:.2}{unit}") }
+        }
+    };
+    for a in &report.arms {
+        let g = |k: &str| a.summary.get(k);
+        s.push_str(&format!(
+            "| {} | {} ({} / {}) | {} | {} / {} | {} | {} | {} | {} |\n",
+            a.arm.label,
+            fmt(g("train_seconds"), false, false),
+            fmt(g("generation_seconds"), false, false),
+            fmt(g("update_seconds"), false, false),
+            fmt(g("questions"), false, false),
+            fmt(g("completions_generated"), false, false),
+            fmt(g("completions_trained"), false, false),
+            fmt(g("final_accuracy"), true, false),
+            fmt(g("best_accuracy"), true, false),
+            fmt(g("speedup_same_questions"), false, true),
+            fmt(g("speedup_to_target"), false, true),
+        ));
+    }
+    s
+}
