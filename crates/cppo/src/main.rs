@@ -71,6 +71,12 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Speed figures: `bench generate` (tokens/s at batch 1/16/64 with the machine's matmul rate) and
+    /// `bench step` (per-phase time of a GRPO step against CPPO on the same batch).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
     /// Evaluate a model on a benchmark (greedy by default; --samples N for avg@n and pass@k).
     Eval(EvalCli),
     /// Generate completions with the model's chat template.
@@ -90,6 +96,24 @@ enum Command {
         /// JSON lines to grade; standard input when absent.
         #[arg(long)]
         input: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    Generate {
+        #[arg(long, default_value = "smollm2-135m-instruct")]
+        model: String,
+        #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+        batch: Vec<usize>,
+        #[arg(long, default_value_t = 128)]
+        new_tokens: usize,
+    },
+    Step {
+        #[arg(long, default_value = "smollm2-135m-instruct")]
+        model: String,
+        #[arg(long, default_value_t = 64)]
+        max_new_tokens: usize,
     },
 }
 
@@ -213,6 +237,29 @@ fn main() -> anyhow::Result<()> {
             let report = commands::compare::compare(&args)?;
             println!("{}", commands::compare::table(&report));
             eprintln!("wrote {0}/compare.json, {0}/accuracy_vs_time.png and {0}/time_per_phase.png", out.display());
+        }
+        Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens } } => {
+            let b = commands::bench::bench_generate(&model, &batch, new_tokens)?;
+            println!("model {} ({:.1}M parameters), prompt {} tokens, {} new tokens per row", b.model, b.parameters as f64 / 1e6, b.prompt_tokens, new_tokens);
+            println!("f32 matmul (512x576x1536, candle gemm): {:.1} GFLOP/s", b.matmul_gflops);
+            println!("| batch | questions x samples | tokens/s | seconds | share of matmul peak |\n|---|---|---|---|---|");
+            for r in &b.rows {
+                println!("| {} | {} x {} | {:.1} | {:.2} | {:.0}% |", r.batch, r.questions, r.samples_per_question, r.tokens_per_second, r.seconds, 100.0 * r.fraction_of_matmul_peak);
+            }
+            if let (Some(first), Some(last)) = (b.rows.first(), b.rows.last()) {
+                println!("batch {} / batch {}: {:.1}x the aggregate tokens/s", last.batch, first.batch, last.tokens_per_second / first.tokens_per_second);
+            }
+        }
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens } } => {
+            let b = commands::bench::bench_step(&model, max_new_tokens)?;
+            println!("model {}, prompt {} tokens, <= {} new tokens, beta = 0.04 (reference forward included)", b.model, b.prompt_tokens, b.max_new_tokens);
+            println!("| step | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|");
+            for t in [&b.grpo_16, &b.cppo_16, &b.grpo_8] {
+                println!("| {} | {} | {} | {} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |", t.label, t.completions_generated, t.completions_kept, t.loss_tokens, t.generation, t.reward, t.reference, t.policy, t.optimizer, t.total);
+            }
+            println!("CPPO / GRPO at G = 16: policy phase {:.3}x, loss tokens {:.3}x, update (reference + policy + optimizer) {:.3}x",
+                b.policy_ratio, b.kept_ratio,
+                (b.cppo_16.reference + b.cppo_16.policy + b.cppo_16.optimizer) / (b.grpo_16.reference + b.grpo_16.policy + b.grpo_16.optimizer));
         }
         Command::Eval(a) => {
             let settings = EvalSettings {
