@@ -85,6 +85,7 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
     if series.len() > 1 || series.first().is_some_and(|s| !s.name.is_empty()) {
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
             .label_font((FONT, 14))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)

@@ -128,11 +128,22 @@ fn first_eval_of(out: &Path) -> Result<Option<EvalSummary>> {
     Ok(evals_of(out)?.into_iter().find(|e| e.step == 0))
 }
 
-/// `OUT/reward.png`: mean reward per step (and held-out accuracy at each evaluation).
+/// `OUT/reward.png`: mean reward per step, its moving average, and held-out accuracy at each evaluation.
 pub fn plot_rewards(out: &Path) -> Result<()> {
     let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl"))?;
-    let mut series = vec![Series { name: "train reward (mean)".into(), points: metrics.iter().map(|m| (m.step as f64, m.reward_mean)).collect() }];
-    series.push(Series { name: "train accuracy".into(), points: metrics.iter().map(|m| (m.step as f64, m.accuracy)).collect() });
+    let raw: Vec<(f64, f64)> = metrics.iter().map(|m| (m.step as f64, m.reward_mean)).collect();
+    const WINDOW: usize = 5;
+    let smooth: Vec<(f64, f64)> = (0..raw.len())
+        .map(|i| {
+            let from = i.saturating_sub(WINDOW - 1);
+            let w = &raw[from..=i];
+            (raw[i].0, w.iter().map(|p| p.1).sum::<f64>() / w.len() as f64)
+        })
+        .collect();
+    let mut series = vec![
+        Series { name: "train reward (step mean)".into(), points: raw },
+        Series { name: format!("train reward ({WINDOW}-step average)"), points: smooth },
+    ];
     let evals = evals_of(out)?;
     if !evals.is_empty() {
         series.push(Series { name: "held-out accuracy".into(), points: evals.iter().map(|e| (e.step as f64, e.accuracy)).collect() });
