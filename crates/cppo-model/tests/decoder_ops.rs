@@ -210,3 +210,47 @@ fn ops_compute_in_f32_too() {
     let bad = rms_norm(&x.to_dtype(DType::BF16).unwrap(), &w.to_dtype(DType::BF16).unwrap(), 1e-6);
     assert!(bad.unwrap_err().to_string().contains("unsupported dtype"));
 }
+
+mod simd_kernels {
+    use cppo_model::ops::simd::{axpy_f32, dot_f32, exp_scale_f32, exp_stats_f32};
+    use proptest::prelude::*;
+
+    fn close(a: f64, b: f64, rel: f64) -> bool {
+        (a - b).abs() <= rel * (1.0 + a.abs().max(b.abs()))
+    }
+
+    proptest! {
+        #[test]
+        fn dot_and_axpy_match_plain_loops(v in proptest::collection::vec(-10.0f32..10.0, 0..70), alpha in -3.0f32..3.0) {
+            let w: Vec<f32> = v.iter().rev().map(|x| x * 0.5 - 1.0).collect();
+            let want: f64 = v.iter().zip(&w).map(|(&a, &b)| a as f64 * b as f64).sum();
+            prop_assert!(close(dot_f32(&v, &w) as f64, want, 1e-5 * (v.len() as f64 + 1.0)));
+            let mut y = w.clone();
+            axpy_f32(alpha, &v, &mut y);
+            for i in 0..v.len() {
+                prop_assert!(close(y[i] as f64, w[i] as f64 + alpha as f64 * v[i] as f64, 1e-6));
+            }
+        }
+
+        #[test]
+        fn exp_kernels_match_exp(z in proptest::collection::vec(-90.0f32..30.0, 0..70), shift in -5.0f32..40.0, scale in -2.0f32..2.0) {
+            let mut s = 0.0f64;
+            let mut t = 0.0f64;
+            for &x in &z {
+                let e = ((x - shift) as f64).exp();
+                s += e;
+                t += e * x as f64;
+            }
+            let (gs, gt) = exp_stats_f32(&z, shift);
+            prop_assert!(close(gs as f64, s, 1e-5), "sum {gs} vs {s}");
+            prop_assert!((gt as f64 - t).abs() <= 1e-5 * (1.0 + z.iter().map(|&x| ((x - shift) as f64).exp() * (x as f64).abs()).sum::<f64>()), "weighted {gt} vs {t}");
+            let mut out = z.clone();
+            exp_scale_f32(&mut out, shift, scale);
+            for (o, &x) in out.iter().zip(&z) {
+                let want = scale as f64 * ((x - shift) as f64).exp();
+                // Below exp(-87) the kernel may flush to ~1e-38 instead of the exact tiny value.
+                prop_assert!(close(*o as f64, want, 1e-6) || (x - shift) < -87.0 && o.abs() < 1e-37, "{o} vs {want}");
+            }
+        }
+    }
+}

@@ -149,6 +149,10 @@ impl<T> Keys<T> {
     }
 }
 
+/// Query blocks up to this size (a decode step's query heads of one kv head) are multiplied by plain
+/// loops: a general matrix multiply costs more to set up than such a product takes.
+const SMALL_QUERIES: usize = 8;
+
 /// Fills `p (nq x total)` with the attention probabilities of `nq` queries over the segments.
 unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: usize, scale: T, p: &mut Vec<T>) -> usize {
     let total: usize = segs.iter().map(|s| s.rows).sum();
@@ -156,8 +160,18 @@ unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: us
     p.resize(nq * total, T::zero());
     let mut c = 0;
     for s in segs {
-        let kt = View { ptr: s.k, rs: 1, cs: s.rs };
-        matmul(nq, s.rows, d, ViewMut::rows(p.as_mut_ptr().add(c), total), false, q, kt, scale, false);
+        if nq <= SMALL_QUERIES && q.cs == 1 {
+            for j in 0..s.rows {
+                let kj = std::slice::from_raw_parts(s.k.add(j * s.rs), d);
+                for i in 0..nq {
+                    let qi = std::slice::from_raw_parts(q.ptr.add(i * q.rs), d);
+                    p[i * total + c + j] = T::dot(qi, kj) * scale;
+                }
+            }
+        } else {
+            let kt = View { ptr: s.k, rs: 1, cs: s.rs };
+            matmul(nq, s.rows, d, ViewMut::rows(p.as_mut_ptr().add(c), total), false, q, kt, scale, false);
+        }
         c += s.rows;
     }
     for i in 0..nq {
@@ -176,10 +190,8 @@ unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: us
         let mut c = 0;
         for s in segs {
             let vis = s.visible(i);
-            for x in &mut row[c..c + vis] {
-                *x = (*x - max).exp();
-                sum += *x;
-            }
+            T::exp_scale(&mut row[c..c + vis], max, T::one());
+            sum += row[c..c + vis].iter().fold(T::zero(), |a, &b| a + b);
             for x in &mut row[c + vis..c + s.rows] {
                 *x = T::zero();
             }
@@ -207,6 +219,25 @@ pub(crate) unsafe fn head_forward<T: Float>(
     p: &mut Vec<T>,
 ) {
     let total = probabilities(nq, q, segs, d, scale, p);
+    if nq <= SMALL_QUERIES && out.cs == 1 {
+        for i in 0..nq {
+            std::slice::from_raw_parts_mut(out.ptr.add(i * out.rs), d).fill(T::zero());
+        }
+        let mut c = 0;
+        for s in segs {
+            for j in 0..s.rows {
+                let vj = std::slice::from_raw_parts(s.v.add(j * s.rs), d);
+                for i in 0..nq {
+                    let pij = p[i * total + c + j];
+                    if pij != T::zero() {
+                        T::axpy(pij, vj, std::slice::from_raw_parts_mut(out.ptr.add(i * out.rs), d));
+                    }
+                }
+            }
+            c += s.rows;
+        }
+        return;
+    }
     let mut c = 0;
     for (i, s) in segs.iter().enumerate() {
         let ps = View::rows(p.as_ptr().add(c), total);

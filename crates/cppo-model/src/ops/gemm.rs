@@ -37,6 +37,12 @@ impl<T> ViewMut<T> {
     }
 }
 
+/// Threads for a parallel multiply, looked up once: candle's lookup reads /proc/cpuinfo on every call.
+fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(candle_core::utils::get_num_threads)
+}
+
 /// `dst (m x n) = [dst +] scale * a (m x k) @ b (k x n)`.
 ///
 /// # Safety
@@ -66,8 +72,8 @@ pub(crate) unsafe fn matmul<T: Float>(
         }
         return;
     }
-    let threads = candle_core::utils::get_num_threads();
-    let parallelism = if parallel && threads > 1 {
+    let threads = if parallel { threads() } else { 1 };
+    let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
         Parallelism::None

@@ -140,11 +140,9 @@ pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, widt
                 *t *= f;
                 *m = cm;
             }
-            for &x in z {
-                let e = (x - *m).exp();
-                *s += e;
-                *t += e * x;
-            }
+            let (ds, dt) = T::exp_stats(z, *m);
+            *s += ds;
+            *t += dt;
             let tgt = tgt as usize;
             if tgt >= v0 && tgt < v0 + n {
                 *zt = z[tgt - v0];
@@ -191,9 +189,7 @@ pub(crate) fn backward_into<T: Float>(
         logits_chunk(&hs, w, width, v0, n, &mut buf);
         buf.par_chunks_mut(n).zip(lse.par_iter().zip(gs.par_iter())).zip(g.targets.par_iter()).for_each(
             |((z, (&l, &gi)), &tgt)| {
-                for x in z.iter_mut() {
-                    *x = -gi * (*x - l).exp();
-                }
+                T::exp_scale(z, l, -gi);
                 let tgt = tgt as usize;
                 if tgt >= v0 && tgt < v0 + n {
                     z[tgt - v0] += gi;

@@ -12,6 +12,7 @@ pub mod linear;
 pub mod logprob;
 pub mod rms_norm;
 pub mod rope;
+pub mod simd;
 pub mod swiglu;
 
 use candle_core::{bail, CpuStorage, DType, Device, Layout, Result, Shape, Storage, Tensor, WithDType};
@@ -30,6 +31,32 @@ pub trait Float:
 {
     fn of(v: f64) -> Self;
     fn rope_table(t: &rope::RopeTable) -> (&[Self], &[Self]);
+
+    fn dot(a: &[Self], b: &[Self]) -> Self {
+        simd::dot_generic(a, b)
+    }
+    /// `y += alpha x`
+    fn axpy(alpha: Self, x: &[Self], y: &mut [Self]) {
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o += alpha * v;
+        }
+    }
+    /// `(sum exp(z - shift), sum exp(z - shift) z)`
+    fn exp_stats(z: &[Self], shift: Self) -> (Self, Self) {
+        let (mut s, mut t) = (Self::zero(), Self::zero());
+        for &x in z {
+            let e = (x - shift).exp();
+            s += e;
+            t += e * x;
+        }
+        (s, t)
+    }
+    /// `z = scale * exp(z - shift)`
+    fn exp_scale(z: &mut [Self], shift: Self, scale: Self) {
+        for x in z.iter_mut() {
+            *x = scale * (*x - shift).exp();
+        }
+    }
 }
 
 impl Float for f32 {
@@ -39,6 +66,18 @@ impl Float for f32 {
     }
     fn rope_table(t: &rope::RopeTable) -> (&[f32], &[f32]) {
         (&t.cos32, &t.sin32)
+    }
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        simd::dot_f32(a, b)
+    }
+    fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
+        simd::axpy_f32(alpha, x, y)
+    }
+    fn exp_stats(z: &[f32], shift: f32) -> (f32, f32) {
+        simd::exp_stats_f32(z, shift)
+    }
+    fn exp_scale(z: &mut [f32], shift: f32, scale: f32) {
+        simd::exp_scale_f32(z, shift, scale)
     }
 }
 
