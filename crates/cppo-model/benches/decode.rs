@@ -27,7 +27,8 @@ fn main() {
     let cfg = smollm2_135m();
     let dec = Decoder::random(&cfg, 0, &Device::Cpu).unwrap().frozen_copy().unwrap();
     println!("SmolLM2-135M shape, f32, random weights, {threads} threads");
-    let (prompt_len, new_tokens) = (60, 128);
+    let new_tokens: usize = std::env::var("BENCH_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(128);
+    let prompt_len = 60;
     let prompt: Vec<u32> = (0..prompt_len as u32).map(|i| (i * 7919) % cfg.vocab_size as u32).collect();
     let batches: Vec<usize> = std::env::var("BENCH_BATCHES")
         .ok()

@@ -67,9 +67,36 @@ pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: u
     y
 }
 
+/// Below this many rows (a decode step), the product is written column-major and transposed into
+/// place: the gemm kernels run up to twice as fast on such skinny products that way.
+const SKINNY_ROWS: usize = 32;
+
 /// `y (+)= x @ w^T` in place (`add` keeps what `y` holds, e.g. the residual stream).
 pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool) {
     let n = x.len() / din.max(1);
+    if n > 1 && n <= SKINNY_ROWS {
+        let mut t = vec![T::zero(); n * dout];
+        unsafe {
+            matmul(
+                n,
+                dout,
+                din,
+                ViewMut { ptr: t.as_mut_ptr(), rs: 1, cs: n },
+                false,
+                View::rows(x.as_ptr(), din),
+                View::rows(w.as_ptr(), din).t(),
+                T::one(),
+                true,
+            )
+        };
+        for (j, col) in t.chunks_exact(n).enumerate() {
+            for (i, &v) in col.iter().enumerate() {
+                let o = &mut y[i * dout + j];
+                *o = if add { *o + v } else { v };
+            }
+        }
+        return;
+    }
     unsafe {
         matmul(
             n,

@@ -14,16 +14,23 @@ struct SwiGlu;
 
 const BLOCK: usize = 16384;
 
-#[inline]
-fn sigmoid<T: Float>(x: T) -> T {
-    T::one() / (T::one() + (-x).exp())
+/// `sigmoid(g)` of a block, through the vectorised exp.
+fn sigmoids<T: Float>(g: &[T], s: &mut Vec<T>) {
+    s.clear();
+    s.extend(g.iter().map(|&v| -v));
+    T::exp_scale(s, T::zero(), T::one());
+    for v in s.iter_mut() {
+        *v = T::one() / (T::one() + *v);
+    }
 }
 
 pub(crate) fn forward<T: Float>(g: &[T], u: &[T]) -> Vec<T> {
     let mut y = vec![T::zero(); g.len()];
     y.par_chunks_mut(BLOCK).zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK))).for_each(|(y, (g, u))| {
-        for ((o, &gv), &uv) in y.iter_mut().zip(g).zip(u) {
-            *o = gv * sigmoid(gv) * uv;
+        let mut s = Vec::with_capacity(g.len());
+        sigmoids(g, &mut s);
+        for (((o, &gv), &uv), &sv) in y.iter_mut().zip(g).zip(u).zip(&s) {
+            *o = gv * sv * uv;
         }
     });
     y
@@ -38,10 +45,11 @@ pub(crate) fn backward<T: Float>(g: &[T], u: &[T], dy: &[T]) -> (Vec<T>, Vec<T>)
         .zip(du.par_chunks_mut(BLOCK))
         .zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK)).zip(dy.par_chunks(BLOCK)))
         .for_each(|((dg, du), ((g, u), dy))| {
+            let mut s = Vec::with_capacity(g.len());
+            sigmoids(g, &mut s);
             for i in 0..g.len() {
-                let s = sigmoid(g[i]);
-                let silu = g[i] * s;
-                dg[i] = dy[i] * u[i] * s * (T::one() + g[i] * (T::one() - s));
+                let silu = g[i] * s[i];
+                dg[i] = dy[i] * u[i] * s[i] * (T::one() + g[i] * (T::one() - s[i]));
                 du[i] = dy[i] * silu;
             }
         });
