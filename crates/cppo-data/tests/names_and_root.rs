@@ -73,9 +73,12 @@ fn current_directory_comes_before_the_repository() {
 
 #[test]
 fn repository_is_the_last_resort() {
-    let cwd = tempfile::tempdir().unwrap();
+    // Nested, so that `../shared/data` from it cannot exist whatever the temp folder's neighbours are.
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path().join("a").join("b");
+    std::fs::create_dir_all(&cwd).unwrap();
     let repo_data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
-    match resolve_data_root(None, cwd.path()) {
+    match resolve_data_root(None, &cwd) {
         Ok(root) => {
             assert_eq!(root.origin, RootOrigin::Repo);
             assert_eq!(
