@@ -92,6 +92,7 @@ fn swiglu_matches_definition_and_finite_differences() {
 }
 
 /// Attention computed one query at a time, with its own rotary embedding.
+#[allow(clippy::too_many_arguments)]
 fn naive_attention(q: &[f64], k: &[f64], v: &[f64], layout: &AttnLayout, heads: usize, kvh: usize, d: usize, theta: f64) -> Vec<f64> {
     let inv: Vec<f64> = (0..d / 2).map(|i| (1.0 / theta.powf((2 * i) as f64 / d as f64)) as f32 as f64).collect();
     let rot = |x: &[f64], pos: usize| -> Vec<f64> {

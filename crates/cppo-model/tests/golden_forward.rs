@@ -62,9 +62,11 @@ fn argmax(v: &[f64]) -> u32 {
     v.iter().enumerate().fold((0, f64::NEG_INFINITY), |(bi, bv), (i, &x)| if x > bv { (i, x) } else { (bi, bv) }).0 as u32
 }
 
-fn check_top20(what: &str, logits: &[f64], c: &Case) {
+fn check_top20(what: &str, logits: &[f64], c: &Case) -> f64 {
+    let mut worst = 0f64;
     for (&id, &want) in c.top_ids.iter().zip(&c.top_values) {
         let got = logits[id as usize];
+        worst = worst.max((got - want).abs());
         assert!((got - want).abs() < TOL, "{what}: logit of token {id} is {got}, expected {want}");
     }
     // Nothing outside the golden top 20 may rank above its 20th value.
@@ -74,13 +76,19 @@ fn check_top20(what: &str, logits: &[f64], c: &Case) {
             assert!(x < floor + TOL, "{what}: token {i} has logit {x}, above the golden 20th value {floor}");
         }
     }
+    worst
 }
 
-fn check_logprobs(what: &str, got: &[f64], want: &[f64]) {
+fn check_logprobs(what: &str, got: &[f64], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len(), "{what}: number of log-probs");
     for (t, (g, w)) in got.iter().zip(want).enumerate() {
         assert!((g - w).abs() < TOL, "{what}: token {t}: log-prob {g}, expected {w}");
     }
+    max_abs(got, want)
+}
+
+fn max_abs(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
 }
 
 #[test]
@@ -95,18 +103,18 @@ fn smollm2_matches_transformers_on_both_paths() {
         let input = Tensor::from_slice(&seq, (1, seq.len()), &Device::Cpu).unwrap();
         let logits = dec.forward_logits(&input).unwrap().squeeze(0).unwrap();
         let lp = c.prompt.len();
-        check_top20(&format!("case {ci} training path"), &vec1(&logits.get(lp - 1).unwrap()), c);
+        let train_logit_err = check_top20(&format!("case {ci} training path"), &vec1(&logits.get(lp - 1).unwrap()), c);
         for (i, &want) in c.greedy.iter().enumerate() {
             let got = argmax(&vec1(&logits.get(lp - 1 + i).unwrap()));
             assert_eq!(got, want, "case {ci} training path: greedy token {i}");
         }
         let out = dec.completion_logprobs(&c.prompt, &[&c.completion]).unwrap();
-        check_logprobs(&format!("case {ci} training path"), &vec1(&out.logprobs), &c.completion_logprobs);
+        let train_lp_err = check_logprobs(&format!("case {ci} training path"), &vec1(&out.logprobs), &c.completion_logprobs);
 
         // Inference path: prefill, then greedy decoding, then teacher forcing the completion.
         let mut cache = dec.new_cache(2, lp + c.completion.len().max(c.greedy.len()) + 1).unwrap();
         let first = dec.prefill(&c.prompt, &mut cache, 0).unwrap();
-        check_top20(&format!("case {ci} inference path"), &vec1(&first), c);
+        let infer_logit_err = check_top20(&format!("case {ci} inference path"), &vec1(&first), c);
         dec.copy_row(&mut cache, 0, &[1]).unwrap();
         let mut next = argmax(&vec1(&first));
         let mut greedy = vec![next];
@@ -123,6 +131,10 @@ fn smollm2_matches_transformers_on_both_paths() {
             lps.push(ls[t as usize]);
             logits = dec.decode_step(&[t], &[1], &mut cache).unwrap().squeeze(0).unwrap();
         }
-        check_logprobs(&format!("case {ci} inference path"), &lps, &c.completion_logprobs);
+        let infer_lp_err = check_logprobs(&format!("case {ci} inference path"), &lps, &c.completion_logprobs);
+        eprintln!(
+            "case {ci}: max |logit error| train {train_logit_err:.2e} / infer {infer_logit_err:.2e}; \
+             max |log-prob error| train {train_lp_err:.2e} / infer {infer_lp_err:.2e}"
+        );
     }
 }

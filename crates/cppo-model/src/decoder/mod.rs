@@ -151,7 +151,7 @@ fn check_config(cfg: &ModelConfig) -> Result<()> {
     if cfg.max_position_embeddings == 0 {
         return bad("max_position_embeddings must be positive".into());
     }
-    if !(cfg.rms_norm_eps >= 0.0) || !(cfg.rope_theta > 0.0) {
+    if cfg.rms_norm_eps.is_nan() || cfg.rms_norm_eps < 0.0 || cfg.rope_theta.is_nan() || cfg.rope_theta <= 0.0 {
         return bad(format!("bad rms_norm_eps {} or rope_theta {}", cfg.rms_norm_eps, cfg.rope_theta));
     }
     Ok(())

@@ -35,7 +35,7 @@ pub fn inverse_frequencies(head_dim: usize, theta: f64, scaling: Option<&RopeSca
         .map(|&f| {
             let wavelen = 2.0 * std::f64::consts::PI / f;
             let scaled = if wavelen > low_wavelen { f / s.factor } else { f };
-            let medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+            let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
             let out = if medium {
                 let smooth = (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
                 (1.0 - smooth) * scaled / s.factor + smooth * scaled
