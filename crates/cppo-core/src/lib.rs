@@ -8,6 +8,7 @@
 //! - [`passk`]: pass@k and avg@n for evaluation.
 
 pub mod advantage;
+pub mod chat;
 pub mod allocate;
 pub mod error;
 pub mod loss;
@@ -16,6 +17,7 @@ pub mod problem;
 pub mod select;
 
 pub use advantage::{Estimator, StdKind};
+pub use chat::ChatMessage;
 pub use allocate::{capacity_for_base, plan, plan_pruned, Plan};
 pub use error::{Error, MAX_ABS_REWARD};
 pub use loss::Aggregation;

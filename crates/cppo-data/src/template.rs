@@ -2,34 +2,11 @@
 
 use std::str::FromStr;
 
+pub use cppo_core::ChatMessage;
 use cppo_core::Problem;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result};
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
-}
-
-impl ChatMessage {
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-    pub fn system(content: impl Into<String>) -> Self {
-        Self::new("system", content)
-    }
-    pub fn user(content: impl Into<String>) -> Self {
-        Self::new("user", content)
-    }
-    pub fn assistant(content: impl Into<String>) -> Self {
-        Self::new("assistant", content)
-    }
-}
 
 /// The system prompt of the CPPO code's GSM8K training (lzhxmu/CPPO, `recipes/gsm8k/Qwen2.5-1.5B-Instruct.yaml`),
 /// word for word, including the newline before `<answer>`.

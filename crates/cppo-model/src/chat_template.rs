@@ -11,22 +11,9 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, Error, ErrorKind};
 use serde::{Deserialize, Serialize};
 
+pub use cppo_core::ChatMessage;
+
 use crate::error::{ModelIoError, Result};
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
-}
-
-impl ChatMessage {
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-}
 
 /// The special-token strings a template may refer to (`bos_token`, ...), as tokenizer_config.json names them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

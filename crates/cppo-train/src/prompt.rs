@@ -12,7 +12,7 @@ pub struct Prompter {
 
 impl Prompter {
     pub fn messages(&self, problem: &Problem) -> Vec<ChatMessage> {
-        self.template.messages(problem).into_iter().map(|m| ChatMessage::new(m.role, m.content)).collect()
+        self.template.messages(problem)
     }
 
     /// The prompt's token ids, rendered with `add_generation_prompt`. Too long a prompt is an error that
