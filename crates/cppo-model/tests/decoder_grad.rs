@@ -208,3 +208,16 @@ fn gradients_accumulate_over_questions_and_repeat_over_backward_calls() {
         assert_eq!(flat(g.get(&v).unwrap()), flat(g_again.get(&v).unwrap()), "{vname}: a second backward differs");
     }
 }
+
+#[test]
+fn detached_log_probs_match_and_build_no_graph() {
+    let (_, cfg) = &families()[3];
+    let dec = decoder(cfg, 41, DType::F32);
+    let (prompt, comps) = sample(cfg.vocab_size);
+    let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+    let a = dec.completion_logprobs(&prompt, &refs).unwrap();
+    let b = dec.completion_logprobs_detached(&prompt, &refs).unwrap();
+    assert!(a.logprobs.track_op() && !b.logprobs.track_op());
+    assert_eq!(flat(&a.logprobs), flat(&b.logprobs));
+    assert_eq!(flat(&a.entropy), flat(&b.entropy));
+}

@@ -1,6 +1,8 @@
 //! The decoder of the Llama family (Llama 2/3, SmolLM2, Qwen2/2.5, Qwen3) with two execution paths over
-//! the same weights: a differentiable training path (`train.rs`) and a no-autograd generation path over
-//! a preallocated KV cache (`infer.rs`).
+//! the same weights: a differentiable training path (`train.rs`: log-probs through a hand-differentiated
+//! tape, `tape.rs`, whose weight gradients reach candle's autograd through `attach.rs`; plain logits
+//! through a graph of the custom ops in `ops`) and a no-autograd generation path over a preallocated
+//! KV cache (`infer.rs`).
 
 mod attach;
 mod error;

@@ -1,5 +1,6 @@
-//! The differentiable path: every op is a custom op with a hand-written backward (see `ops`), over
-//! packed rows, so that k completions can share one forward pass of their prompt.
+//! The differentiable path over packed rows, so that k completions share one forward pass of their
+//! prompt. Log-probs run on the tape (`tape.rs`); `forward_logits` builds a candle graph of the custom
+//! ops instead (an independent implementation the tests hold the tape against).
 
 use std::sync::Arc;
 
@@ -75,6 +76,16 @@ impl Decoder {
     /// Log-probabilities of each completion's tokens after `prompt`, with the prompt's forward pass
     /// computed once and shared by the completions (its gradient collects all of theirs).
     pub fn completion_logprobs(&self, prompt: &[u32], completions: &[&[u32]]) -> Result<CompletionLogProbs> {
+        self.completion_logprobs_with(prompt, completions, self.is_trainable())
+    }
+
+    /// As `completion_logprobs`, without a gradient graph even for a trainable decoder (e.g. the
+    /// sampling policy's "old" log-probs): nothing is kept for a backward pass.
+    pub fn completion_logprobs_detached(&self, prompt: &[u32], completions: &[&[u32]]) -> Result<CompletionLogProbs> {
+        self.completion_logprobs_with(prompt, completions, false)
+    }
+
+    fn completion_logprobs_with(&self, prompt: &[u32], completions: &[&[u32]], grad: bool) -> Result<CompletionLogProbs> {
         if prompt.is_empty() {
             return Err(DecoderError::BadInput("completion_logprobs: the prompt is empty".into()));
         }
@@ -103,7 +114,7 @@ impl Decoder {
                 mask[j * lmax + t] = 1.0;
             }
         }
-        self.score(&tokens, AttnLayout::shared_prefix(lp, &fed), gather, mask)
+        self.score(&tokens, AttnLayout::shared_prefix(lp, &fed), gather, mask, grad)
     }
 
     /// Log-probabilities of the tokens of independent sequences, each given the ones before it:
@@ -127,10 +138,10 @@ impl Decoder {
             }
             tokens.extend_from_slice(&s[..n]);
         }
-        self.score(&tokens, AttnLayout::sequences(&fed), gather, mask)
+        self.score(&tokens, AttnLayout::sequences(&fed), gather, mask, self.is_trainable())
     }
 
-    fn score(&self, tokens: &[u32], layout: AttnLayout, gather: Gather, mask: Vec<f64>) -> Result<CompletionLogProbs> {
+    fn score(&self, tokens: &[u32], layout: AttnLayout, gather: Gather, mask: Vec<f64>, grad: bool) -> Result<CompletionLogProbs> {
         let shape = gather.out_shape.clone();
         let mask = Tensor::from_vec(mask, shape.clone(), self.device())?.to_dtype(self.dtype())?;
         if gather.rows.is_empty() {
@@ -138,7 +149,7 @@ impl Decoder {
             return Ok(CompletionLogProbs { logprobs: zeros.clone(), mask, entropy: zeros });
         }
         let out_index = gather.out_index.clone();
-        let save = self.is_trainable();
+        let save = grad && self.is_trainable();
         let (raw, entropy, tape) = match self.dtype() {
             DType::F32 => {
                 let (s, t) = tape::forward::<f32>(self, tokens, layout, gather, save)?;
