@@ -145,9 +145,9 @@ struct EvalCli {
     max_batch: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Write every generation with its grade (generations.jsonl) and the summary here.
-    #[arg(long)]
-    out: Option<PathBuf>,
+    /// Where every generation is written with its grade (generations.jsonl), beside summary.json.
+    #[arg(long, default_value = "runs/eval")]
+    out: PathBuf,
     #[arg(long)]
     prompt_field: Option<String>,
     #[arg(long)]
@@ -278,7 +278,7 @@ fn main() -> anyhow::Result<()> {
                 limit: a.limit,
                 template: a.template,
                 settings,
-                out: a.out,
+                out: Some(a.out),
                 prompt_field: a.prompt_field,
                 answer_field: a.answer_field,
                 task: a.task,
