@@ -130,7 +130,7 @@ impl Updater<'_> {
             }
             if mu > 1 {
                 let t = Instant::now();
-                old[m] = Some(self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?.logprobs.detach());
+                old[m] = Some(self.policy.completion_logprobs_detached(batch.prompts[mb.group], &completions)?.logprobs);
                 out.old_policy_seconds += t.elapsed().as_secs_f64();
                 out.forward_rows += completions.len();
             }
