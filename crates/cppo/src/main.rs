@@ -242,9 +242,13 @@ fn main() -> anyhow::Result<()> {
             let b = commands::bench::bench_generate(&model, &batch, new_tokens)?;
             println!("model {} ({:.1}M parameters), prompt {} tokens, {} new tokens per row", b.model, b.parameters as f64 / 1e6, b.prompt_tokens, new_tokens);
             println!("f32 matmul (512x576x1536, candle gemm): {:.1} GFLOP/s", b.matmul_gflops);
-            println!("| batch | questions x samples | tokens/s | seconds | share of matmul peak |\n|---|---|---|---|---|");
+            println!("| batch | questions x samples | tokens/s | seconds (prefill / decode / sampling) | share of matmul peak |\n|---|---|---|---|---|");
             for r in &b.rows {
-                println!("| {} | {} x {} | {:.1} | {:.2} | {:.0}% |", r.batch, r.questions, r.samples_per_question, r.tokens_per_second, r.seconds, 100.0 * r.fraction_of_matmul_peak);
+                println!(
+                    "| {} | {} x {} | {:.1} | {:.2} ({:.2} / {:.2} / {:.2}) | {:.0}% |",
+                    r.batch, r.questions, r.samples_per_question, r.tokens_per_second, r.seconds,
+                    r.prefill_seconds, r.decode_seconds, r.sampling_seconds, 100.0 * r.fraction_of_matmul_peak
+                );
             }
             if let (Some(first), Some(last)) = (b.rows.first(), b.rows.last()) {
                 println!("batch {} / batch {}: {:.1}x the aggregate tokens/s", last.batch, first.batch, last.tokens_per_second / first.tokens_per_second);

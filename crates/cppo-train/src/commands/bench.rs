@@ -42,6 +42,10 @@ pub struct GenerateRow {
     pub tokens_per_second: f64,
     /// Model FLOPs per generated token (2 x parameters) times tokens/s, over the matmul rate.
     pub fraction_of_matmul_peak: f64,
+    /// Where the time went: the model's prompt and decode passes, and sampling.
+    pub prefill_seconds: f64,
+    pub decode_seconds: f64,
+    pub sampling_seconds: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -71,7 +75,7 @@ pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize) -> Resu
         let requests: Vec<Request> = (0..questions).map(|_| Request { prompt: prompt.clone(), n: per_question }).collect();
         let options = EngineOptions { max_batch: batch, eos: vec![], seed: 0 };
         let t = Instant::now();
-        let (out, _) = generate(&DecoderBackend(&decoder), &requests, &params, &options, &|_| String::new(), |_| {})?;
+        let (out, stats) = generate(&DecoderBackend(&decoder), &requests, &params, &options, &|_| String::new(), |_| {})?;
         let seconds = t.elapsed().as_secs_f64();
         let tokens: usize = out.iter().flatten().map(|c| c.tokens.len()).sum();
         let tps = tokens as f64 / seconds;
@@ -83,6 +87,9 @@ pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize) -> Resu
             seconds,
             tokens_per_second: tps,
             fraction_of_matmul_peak: tps * 2.0 * parameters as f64 / (gflops * 1e9),
+            prefill_seconds: stats.prefill_seconds,
+            decode_seconds: stats.decode_seconds,
+            sampling_seconds: stats.sampling_seconds,
         });
     }
     Ok(GenerateBench { model: model.to_string(), prompt_tokens: prompt.len(), matmul_gflops: gflops, parameters, rows })
