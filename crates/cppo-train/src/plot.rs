@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Once;
 
 use anyhow::{anyhow, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+
+type Chart<'a, 'b> = ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 const FONT: &str = "cppo-sans";
 
@@ -48,20 +51,48 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
-/// One line (with markers) per series.
-pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
+fn canvas<'b>(path: &'b Path) -> Result<DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>> {
     register_font();
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
-    let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
-    let mut chart = ChartBuilder::on(&root)
+    Ok(root)
+}
+
+fn axes<'a, 'b>(
+    root: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>> {
+    ChartBuilder::on(root)
         .caption(title, (FONT, 24))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| anyhow!("{e}"))?;
+        .build_cartesian_2d(x, y)
+        .map_err(|e| anyhow!("{e}"))
+}
+
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// One line (with markers) per series.
+pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
+    let root = canvas(path)?;
+    let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
+    let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let mut chart = axes(&root, title, x0..x1, y0..y1)?;
     chart
         .configure_mesh()
         .x_desc(x_label)
@@ -83,14 +114,7 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
             .map_err(|e| anyhow!("{e}"))?;
     }
     if series.len() > 1 || series.first().is_some_and(|s| !s.name.is_empty()) {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| anyhow!("{e}"))?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
     Ok(())
@@ -98,19 +122,11 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
 
 /// One bar per category, stacked from segments (same segment names for every bar).
 pub fn stacked_bars(path: &Path, title: &str, y_label: &str, categories: &[String], segments: &[(String, Vec<f64>)]) -> Result<()> {
-    register_font();
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let root = canvas(path)?;
     let totals: Vec<f64> = (0..categories.len()).map(|c| segments.iter().map(|(_, v)| v[c]).sum()).collect();
     let top = totals.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.1;
     let n = categories.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FONT, 24))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0.0..n, 0.0..top)
-        .map_err(|e| anyhow!("{e}"))?;
+    let mut chart = axes(&root, title, 0.0..n, 0.0..top)?;
     let cats = categories.to_vec();
     chart
         .configure_mesh()
@@ -139,13 +155,7 @@ pub fn stacked_bars(path: &Path, title: &str, y_label: &str, categories: &[Strin
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
     Ok(())
 }
