@@ -124,7 +124,8 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
 pub fn stacked_bars(path: &Path, title: &str, y_label: &str, categories: &[String], segments: &[(String, Vec<f64>)]) -> Result<()> {
     let root = canvas(path)?;
     let totals: Vec<f64> = (0..categories.len()).map(|c| segments.iter().map(|(_, v)| v[c]).sum()).collect();
-    let top = totals.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    // Headroom above the tallest bar keeps the legend clear of the bars.
+    let top = totals.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.3;
     let n = categories.len().max(1) as f64;
     let mut chart = axes(&root, title, 0.0..n, 0.0..top)?;
     let cats = categories.to_vec();

@@ -336,12 +336,25 @@ pub fn table(report: &CompareReport) -> String {
     let mut s = String::from(
         "| arm | train s (gen / update) | questions | completions gen / trained | final acc | best acc | speedup, same questions | speedup, to 99% of GRPO best |\n|---|---|---|---|---|---|---|---|\n",
     );
-    let fmt = |sp: Option<&Spread>, pct: bool, x: bool| match sp {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Unit {
+        Seconds,
+        Count,
+        Percent,
+        Times,
+    }
+    let fmt = |sp: Option<&Spread>, unit: Unit| match sp {
         None => "n/a".to_string(),
         Some(v) => {
-            let (m, d) = if pct { (100.0 * v.mean, 100.0 * v.std) } else { (v.mean, v.std) };
-            let unit = if pct { "%" } else if x { "x" } else { "" };
-            if v.n > 1 { format!("{m:.2}{unit} ± {d:.2}") } else { format!("{m:.2}{unit}") }
+            let k = if unit == Unit::Percent { 100.0 } else { 1.0 };
+            let (m, d) = (k * v.mean, k * v.std);
+            let body = match unit {
+                Unit::Count => format!("{m:.0}"),
+                Unit::Seconds => format!("{m:.1}"),
+                Unit::Percent => format!("{m:.1}%"),
+                Unit::Times => format!("{m:.2}x"),
+            };
+            if v.n > 1 { format!("{body} ± {d:.2}") } else { body }
         }
     };
     for a in &report.arms {
@@ -349,16 +362,16 @@ pub fn table(report: &CompareReport) -> String {
         s.push_str(&format!(
             "| {} | {} ({} / {}) | {} | {} / {} | {} | {} | {} | {} |\n",
             a.arm.label,
-            fmt(g("train_seconds"), false, false),
-            fmt(g("generation_seconds"), false, false),
-            fmt(g("update_seconds"), false, false),
-            fmt(g("questions"), false, false),
-            fmt(g("completions_generated"), false, false),
-            fmt(g("completions_trained"), false, false),
-            fmt(g("final_accuracy"), true, false),
-            fmt(g("best_accuracy"), true, false),
-            fmt(g("speedup_same_questions"), false, true),
-            fmt(g("speedup_to_target"), false, true),
+            fmt(g("train_seconds"), Unit::Seconds),
+            fmt(g("generation_seconds"), Unit::Seconds),
+            fmt(g("update_seconds"), Unit::Seconds),
+            fmt(g("questions"), Unit::Count),
+            fmt(g("completions_generated"), Unit::Count),
+            fmt(g("completions_trained"), Unit::Count),
+            fmt(g("final_accuracy"), Unit::Percent),
+            fmt(g("best_accuracy"), Unit::Percent),
+            fmt(g("speedup_same_questions"), Unit::Times),
+            fmt(g("speedup_to_target"), Unit::Times),
         ));
     }
     s
