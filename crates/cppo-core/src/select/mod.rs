@@ -161,6 +161,18 @@ impl Strategy {
         }
     }
 
+    /// For the strategies that rank each question's completions by one key and keep k of them: the key
+    /// and which end of the ranking is kept.
+    fn ranking(&self) -> Option<(cppo::Key, rank::Prefer)> {
+        match self {
+            Strategy::Cppo { .. } => Some((cppo::Key::AbsAdvantage, rank::Prefer::Largest)),
+            Strategy::CppoPruneLargest { .. } => Some((cppo::Key::AbsAdvantage, rank::Prefer::Smallest)),
+            Strategy::PruneHighestReward { .. } => Some((cppo::Key::Reward, rank::Prefer::Smallest)),
+            Strategy::PruneLowestReward { .. } => Some((cppo::Key::Reward, rank::Prefer::Largest)),
+            _ => None,
+        }
+    }
+
     /// Checks the parameters alone; what depends on the group sizes is checked by `select`.
     pub fn validate(&self) -> Result<(), Error> {
         match *self {
@@ -207,42 +219,13 @@ impl Strategy {
         check_rewards(rewards).map_err(|e| remap(e, ids))?;
         let groups = match *self {
             Strategy::All => cppo::keep_all(estimator, rewards, ids)?,
-            Strategy::Cppo { pruning_rate } => cppo::per_group(
-                self.name(),
-                cppo::Key::AbsAdvantage,
-                rank::Prefer::Largest,
-                pruning_rate,
-                estimator,
-                rewards,
-                ids,
-            )?,
-            Strategy::CppoPruneLargest { pruning_rate } => cppo::per_group(
-                self.name(),
-                cppo::Key::AbsAdvantage,
-                rank::Prefer::Smallest,
-                pruning_rate,
-                estimator,
-                rewards,
-                ids,
-            )?,
-            Strategy::PruneHighestReward { pruning_rate } => cppo::per_group(
-                self.name(),
-                cppo::Key::Reward,
-                rank::Prefer::Smallest,
-                pruning_rate,
-                estimator,
-                rewards,
-                ids,
-            )?,
-            Strategy::PruneLowestReward { pruning_rate } => cppo::per_group(
-                self.name(),
-                cppo::Key::Reward,
-                rank::Prefer::Largest,
-                pruning_rate,
-                estimator,
-                rewards,
-                ids,
-            )?,
+            Strategy::Cppo { pruning_rate }
+            | Strategy::CppoPruneLargest { pruning_rate }
+            | Strategy::PruneHighestReward { pruning_rate }
+            | Strategy::PruneLowestReward { pruning_rate } => {
+                let (key, prefer) = self.ranking().expect("a per-question ranked strategy");
+                cppo::per_group(self.name(), key, prefer, pruning_rate, estimator, rewards, ids)?
+            }
             Strategy::CppoPooled { pruning_rate, pool } => {
                 cppo::pooled(self.name(), pruning_rate, pool, estimator, rewards, ids)?
             }
