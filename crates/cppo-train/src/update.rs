@@ -34,6 +34,10 @@ pub struct Batch<'a> {
     pub prompts: Vec<&'a [u32]>,
     pub items: Vec<Item<'a>>,
     pub micro: Vec<MicroBatch>,
+    /// Runs of consecutive micro-batches whose rows fit the token budget together: their losses are
+    /// summed and back-propagated once, so a step of many small questions (CPPO with allocation) pays
+    /// for one gradient buffer and one accumulation per run rather than per question.
+    pub backward_groups: Vec<std::ops::Range<usize>>,
     pub loss_tokens: usize,
 }
 
@@ -77,7 +81,22 @@ pub fn build_batch<'a>(
         }
         micro.push(mb);
     }
+    let rows = |mb: &MicroBatch| rollouts[mb.group].prompt.len() + mb.items.iter().map(|&i| items[i].tokens.len()).sum::<usize>();
+    let mut backward_groups = Vec::new();
+    let (mut start, mut used) = (0, 0);
+    for (m, mb) in micro.iter().enumerate() {
+        let r = rows(mb);
+        if m > start && used + r > micro_batch_tokens {
+            backward_groups.push(start..m);
+            (start, used) = (m, 0);
+        }
+        used += r;
+    }
+    if start < micro.len() {
+        backward_groups.push(start..micro.len());
+    }
     Ok(Batch {
+        backward_groups,
         prompts: rollouts.iter().map(|r| &r.prompt[..]).collect(),
         loss_tokens: counts.iter().sum(),
         items,
@@ -139,34 +158,43 @@ impl Updater<'_> {
             let t = Instant::now();
             self.grads.zero();
             let mut pass_stats = LossStats::default();
-            for (m, mb) in batch.micro.iter().enumerate() {
-                let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
-                let lp = self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?;
-                out.forward_rows += completions.len();
-                let (k, lmax) = lp.logprobs.dims2()?;
-                let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
-                let advantages = Tensor::from_vec(advantages, k, &device)?;
-                let row_w: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
-                let weights = lp.mask.broadcast_mul(&Tensor::from_vec(row_w, (k, 1), &device)?)?;
-                let inputs = LossInputs {
-                    logprobs: &lp.logprobs,
-                    old_logprobs: old[m].as_ref(),
-                    ref_logprobs: reference[m].as_ref(),
-                    advantages: &advantages,
-                    weights: &weights,
-                    mask: &lp.mask,
-                };
-                let (loss, stats) = policy_loss(&inputs, self.loss)?;
-                if !stats.loss.is_finite() {
-                    bail!("the loss is {} (micro-batch {m} of question {}): stopping this step without updating the weights", stats.loss, mb.group);
+            for group in &batch.backward_groups {
+                let mut total: Option<Tensor> = None;
+                for m in group.clone() {
+                    let mb = &batch.micro[m];
+                    let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
+                    let lp = self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?;
+                    out.forward_rows += completions.len();
+                    let k = completions.len();
+                    let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
+                    let advantages = Tensor::from_vec(advantages, k, &device)?;
+                    let row_w: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
+                    let weights = lp.mask.broadcast_mul(&Tensor::from_vec(row_w, (k, 1), &device)?)?;
+                    let inputs = LossInputs {
+                        logprobs: &lp.logprobs,
+                        old_logprobs: old[m].as_ref(),
+                        ref_logprobs: reference[m].as_ref(),
+                        advantages: &advantages,
+                        weights: &weights,
+                        mask: &lp.mask,
+                    };
+                    let (loss, stats) = policy_loss(&inputs, self.loss)?;
+                    if !stats.loss.is_finite() {
+                        bail!("the loss is {} (micro-batch {m} of question {}): stopping this step without updating the weights", stats.loss, mb.group);
+                    }
+                    if pass == 0 {
+                        out.entropy_sum += masked_sum(&lp.entropy, &lp.mask)?;
+                    }
+                    pass_stats.add(&stats);
+                    total = Some(match total {
+                        None => loss,
+                        Some(t) => (t + loss)?,
+                    });
                 }
-                if pass == 0 {
-                    out.entropy_sum += masked_sum(&lp.entropy, &lp.mask)?;
+                if let Some(total) = total {
+                    let grads = total.backward()?;
+                    self.grads.add(self.vars, &grads)?;
                 }
-                let grads = loss.backward()?;
-                self.grads.add(self.vars, &grads)?;
-                pass_stats.add(&stats);
-                debug_assert_eq!(lmax, completions.iter().map(|c| c.len()).max().unwrap_or(0));
             }
             out.policy_seconds += t.elapsed().as_secs_f64();
             let t = Instant::now();

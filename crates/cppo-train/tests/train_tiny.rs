@@ -95,3 +95,21 @@ fn evaluation_writes_its_summary_and_generations() {
     let gens = std::fs::read_to_string(out.join("evals/step-000000.jsonl")).unwrap();
     assert_eq!(gens.lines().count(), 3);
 }
+
+#[test]
+fn one_backward_per_token_budget_equals_one_per_question() {
+    // Budget 64 rows: every question's micro-batch is back-propagated alone; budget 4096: all together.
+    let run = |budget: &str| {
+        let cfg = common::tiny_config(&format!("budget-{budget}"), &[&format!("optim.micro_batch_tokens={budget}"), "rollout.questions_per_step=3"]);
+        let mut t = Trainer::new(cfg, false).unwrap();
+        let m = t.train_step(|_| {}).unwrap().metrics;
+        (m, weights_of(&t.policy))
+    };
+    let (a, wa) = run("64");
+    let (b, wb) = run("4096");
+    assert_eq!(a.completions_kept, b.completions_kept);
+    assert!((a.loss - b.loss).abs() < 1e-6 * a.loss.abs().max(1.0), "{} vs {}", a.loss, b.loss);
+    assert!((a.grad_norm - b.grad_norm).abs() < 1e-4 * a.grad_norm.max(1e-6), "{} vs {}", a.grad_norm, b.grad_norm);
+    let worst = wa.iter().zip(&wb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-5, "weights differ by {worst}");
+}
