@@ -5,15 +5,14 @@
 use candle_core::{DType, Tensor};
 use rayon::prelude::*;
 
+use super::slices::{index, Locked};
 use super::{Decoder, DecoderError, Result};
 use crate::kv_cache::KvCache;
 use crate::ops::attention::{head_forward, Keys};
-use crate::ops::gemm::{View, ViewMut};
-use crate::ops::linear::linear;
-use crate::ops::rms_norm::rms_norm;
+use crate::ops::gemm::{threads, View, ViewMut};
 use crate::ops::rope::rope_rows;
-use crate::ops::swiglu::swiglu;
-use crate::ops::{to_vec, SendPtr};
+use crate::ops::skinny::{self, Out};
+use crate::ops::{linear, rms_norm, swiglu, SendPtr};
 
 /// Where the new tokens go in the cache.
 enum Placement<'a> {
@@ -37,18 +36,32 @@ impl Decoder {
     /// Appends `tokens` to row `row` of the cache (normally empty: a prompt) and returns the logits
     /// `(vocab)` that follow the last of them.
     pub fn prefill(&self, tokens: &[u32], cache: &mut KvCache, row: usize) -> Result<Tensor> {
+        let logits = self.prefill_logits(tokens, cache, row)?;
+        Ok(Tensor::from_vec(logits, self.config().vocab_size, self.device())?)
+    }
+
+    /// As `prefill`, with the logits as a plain vector.
+    pub fn prefill_logits(&self, tokens: &[u32], cache: &mut KvCache, row: usize) -> Result<Vec<f32>> {
         if tokens.is_empty() {
             return Err(DecoderError::BadInput("prefill: no tokens".into()));
         }
         let start = cache.len(row)?;
-        let hidden = self.run_cached(tokens, Placement::Run { row, start }, cache)?;
-        let last = hidden.narrow(0, tokens.len() - 1, 1)?;
-        Ok(self.head_logits(&last)?.squeeze(0)?)
+        let h = self.config().hidden_size;
+        let n = tokens.len();
+        let mut hidden = self.run_cached(tokens, Placement::Run { row, start }, cache)?;
+        hidden.drain(..(n - 1) * h);
+        self.head_logits(&hidden)
     }
 
     /// Appends `tokens[i]` to row `rows[i]` for every i and returns the next-token logits
     /// `(rows.len(), vocab)`, in the order of `rows`. Rows not listed cost nothing.
     pub fn decode_step(&self, tokens: &[u32], rows: &[usize], cache: &mut KvCache) -> Result<Tensor> {
+        let logits = self.decode_step_logits(tokens, rows, cache)?;
+        Ok(Tensor::from_vec(logits, (rows.len(), self.config().vocab_size), self.device())?)
+    }
+
+    /// As `decode_step`, with the logits as a plain row-major vector.
+    pub fn decode_step_logits(&self, tokens: &[u32], rows: &[usize], cache: &mut KvCache) -> Result<Vec<f32>> {
         if tokens.len() != rows.len() {
             return Err(DecoderError::BadInput(format!("decode_step: {} tokens for {} rows", tokens.len(), rows.len())));
         }
@@ -66,14 +79,22 @@ impl Decoder {
         self.head_logits(&hidden)
     }
 
-    fn head_logits(&self, hidden: &Tensor) -> Result<Tensor> {
-        let h = rms_norm(hidden, &self.norm.value(), self.config().rms_norm_eps)?;
-        Ok(linear(&h, &self.lm_head_weight().value(), None)?)
+    /// Logits `(n, vocab)` of hidden rows `(n, hidden)` before the final norm.
+    fn head_logits(&self, hidden: &[f32]) -> Result<Vec<f32>> {
+        let cfg = self.config();
+        let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
+        let n = hidden.len() / h;
+        let norm = Locked::new(&self.norm);
+        let head = Locked::new(self.lm_head_weight());
+        let hn = rms_norm::forward(hidden, norm.slice::<f32>()?, cfg.rms_norm_eps);
+        let mut logits = vec![0f32; n * vocab];
+        project(&hn, n, h, &mut [Out { w: head.slice::<f32>()?, n: vocab, y: &mut logits, ys: vocab, add: false }]);
+        Ok(logits)
     }
 
     /// Runs the layers over the new tokens, writing their keys and values into the cache; returns the
     /// last layer's output `(n, hidden)` before the final norm.
-    fn run_cached(&self, tokens: &[u32], place: Placement, cache: &mut KvCache) -> Result<Tensor> {
+    fn run_cached(&self, tokens: &[u32], place: Placement, cache: &mut KvCache) -> Result<Vec<f32>> {
         if self.dtype() != DType::F32 {
             return Err(DecoderError::BadInput(format!("the inference path computes in f32, this decoder in {:?}", self.dtype())));
         }
@@ -96,26 +117,41 @@ impl Decoder {
                 )));
             }
         }
-        let eps = cfg.rms_norm_eps;
+        let params = self.params();
+        let locks: Vec<Locked> = params.iter().map(|p| Locked::new(p)).collect();
+        let w: Vec<&[f32]> = locks.iter().map(|l| l.slice::<f32>()).collect::<candle_core::Result<_>>()?;
+        let ix = index(self);
+        let (h, inter, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps);
         let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
         let (qw, kw) = (heads * hd, kv_heads * hd);
         let g = heads / kv_heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        let ids = Tensor::from_slice(tokens, n, self.device())?;
-        let mut x = self.embed.value().index_select(&ids, 0)?;
+        let mut x = Vec::with_capacity(n * h);
+        for &t in tokens {
+            x.extend_from_slice(&w[ix.embed][t as usize * h..(t as usize + 1) * h]);
+        }
+        let (mut q, mut k, mut v) = (vec![0f32; n * qw], vec![0f32; n * kw], vec![0f32; n * kw]);
+        let (mut gate, mut up) = (vec![0f32; n * inter], vec![0f32; n * inter]);
         let mut out = vec![0f32; n * qw];
-        for (li, l) in self.layers.iter().enumerate() {
-            let h = rms_norm(&x, &l.input_norm.value(), eps)?;
-            let mut q = linear(&h, &l.q.value(), l.q_bias.as_ref().map(|p| p.value()).as_ref())?;
-            let mut k = linear(&h, &l.k.value(), l.k_bias.as_ref().map(|p| p.value()).as_ref())?;
-            let v = linear(&h, &l.v.value(), l.v_bias.as_ref().map(|p| p.value()).as_ref())?;
-            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                q = rms_norm(&q.reshape((n * heads, hd))?, &qn.value(), eps)?.reshape((n, qw))?;
-                k = rms_norm(&k.reshape((n * kv_heads, hd))?, &kn.value(), eps)?.reshape((n, kw))?;
+        for (li, l) in ix.layers.iter().enumerate() {
+            let hn = rms_norm::forward(&x, w[l.input_norm], eps);
+            let qb = with_bias(&mut q, l.q_bias.map(|i| w[i]));
+            let kb = with_bias(&mut k, l.k_bias.map(|i| w[i]));
+            let vb = with_bias(&mut v, l.v_bias.map(|i| w[i]));
+            project(
+                &hn,
+                n,
+                h,
+                &mut [
+                    Out { w: w[l.q], n: qw, y: &mut q, ys: qw, add: qb },
+                    Out { w: w[l.k], n: kw, y: &mut k, ys: kw, add: kb },
+                    Out { w: w[l.v], n: kw, y: &mut v, ys: kw, add: vb },
+                ],
+            );
+            if let (Some(qn), Some(kn)) = (l.q_norm, l.k_norm) {
+                q = rms_norm::forward(&q, w[qn], eps);
+                k = rms_norm::forward(&k, w[kn], eps);
             }
-            let mut q: Vec<f32> = to_vec(&q)?;
-            let mut k: Vec<f32> = to_vec(&k)?;
-            let v: Vec<f32> = to_vec(&v)?;
             rope_rows(&mut q, heads, &positions, &self.rope, false);
             rope_rows(&mut k, kv_heads, &positions, &self.rope, false);
             for (i, (&r, &p)) in rows.iter().zip(&positions).enumerate() {
@@ -156,15 +192,48 @@ impl Decoder {
                     });
                 }
             }
-            let a = Tensor::from_slice(&out, (n, qw), self.device())?;
-            x = (x + linear(&a, &l.o.value(), None)?)?;
-            let h = rms_norm(&x, &l.post_norm.value(), eps)?;
-            let m = swiglu(&linear(&h, &l.gate.value(), None)?, &linear(&h, &l.up.value(), None)?)?;
-            x = (x + linear(&m, &l.down.value(), None)?)?;
+            project(&out, n, qw, &mut [Out { w: w[l.o], n: h, y: &mut x, ys: h, add: true }]);
+            let h2 = rms_norm::forward(&x, w[l.post_norm], eps);
+            project(
+                &h2,
+                n,
+                h,
+                &mut [
+                    Out { w: w[l.gate], n: inter, y: &mut gate, ys: inter, add: false },
+                    Out { w: w[l.up], n: inter, y: &mut up, ys: inter, add: false },
+                ],
+            );
+            let m = swiglu::forward(&gate, &up);
+            project(&m, n, inter, &mut [Out { w: w[l.down], n: h, y: &mut x, ys: h, add: true }]);
         }
         for (&r, &p) in rows.iter().zip(&positions) {
             cache.set_len(r, p + 1);
         }
         Ok(x)
+    }
+}
+
+/// Fills every row of `y` with `bias` when there is one; returns whether the product should add to it.
+fn with_bias(y: &mut [f32], bias: Option<&[f32]>) -> bool {
+    match bias {
+        Some(b) => {
+            for row in y.chunks_exact_mut(b.len()) {
+                row.copy_from_slice(b);
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// `outs[i].y (+)= x (n x din) @ outs[i].w^T`: a decode step's few rows go through the skinny kernel,
+/// every weight of one input in a single dispatch; more rows through the general multiply. Every
+/// `Out` here is a whole row-major matrix (`ys == n`).
+fn project(x: &[f32], n: usize, din: usize, outs: &mut [Out]) {
+    if n <= skinny::MAX_ROWS && skinny::matmul_many(x, n, din, outs, threads()) {
+        return;
+    }
+    for o in outs.iter_mut() {
+        linear::accumulate(o.y, x, o.w, din, o.n, o.add);
     }
 }

@@ -8,6 +8,7 @@ mod attach;
 mod error;
 mod infer;
 mod random;
+mod slices;
 mod tape;
 mod train;
 

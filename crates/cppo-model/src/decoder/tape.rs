@@ -8,95 +8,13 @@
 
 use std::sync::Arc;
 
-use candle_core::{bail, Layout, Result, Storage, StorageRef, WithDType};
+use candle_core::Result;
 
-use super::{Decoder, Param};
+use super::slices::{index, Locked};
+use super::Decoder;
 use crate::ops::attention::{self, AttnLayout, Attention};
 use crate::ops::logprob::{self, Gather, Scored};
 use crate::ops::{linear, rms_norm, swiglu, Float};
-
-/// A read lock on one weight's storage.
-struct Locked<'a> {
-    guard: StorageRef<'a>,
-    layout: &'a Layout,
-    name: &'a str,
-}
-
-impl<'a> Locked<'a> {
-    fn new(p: &'a Param) -> Self {
-        let (guard, layout) = p.t.storage_and_layout();
-        Locked { guard, layout, name: &p.name }
-    }
-
-    fn slice<T: WithDType>(&self) -> Result<&[T]> {
-        match &*self.guard {
-            Storage::Cpu(c) => {
-                let d = c.as_slice::<T>()?;
-                match self.layout.contiguous_offsets() {
-                    Some((a, b)) => Ok(&d[a..b]),
-                    None => bail!("weight {} is not contiguous", self.name),
-                }
-            }
-            _ => bail!("the decoder's training kernels run on the CPU only ({} is elsewhere)", self.name),
-        }
-    }
-}
-
-/// Positions of one layer's weights in `Decoder::params()` order.
-#[derive(Clone, Copy, Debug)]
-struct LayerIdx {
-    input_norm: usize,
-    q: usize,
-    q_bias: Option<usize>,
-    k: usize,
-    k_bias: Option<usize>,
-    v: usize,
-    v_bias: Option<usize>,
-    q_norm: Option<usize>,
-    k_norm: Option<usize>,
-    o: usize,
-    post_norm: usize,
-    gate: usize,
-    up: usize,
-    down: usize,
-}
-
-/// Where every weight sits in `Decoder::params()` (the same order as `vars()`).
-struct Index {
-    embed: usize,
-    layers: Vec<LayerIdx>,
-    norm: usize,
-    /// Equal to `embed` when tied.
-    lm_head: usize,
-    count: usize,
-}
-
-fn index(dec: &Decoder) -> Index {
-    let cfg = dec.config();
-    let mut next = 0;
-    let mut take = || {
-        next += 1;
-        next - 1
-    };
-    let embed = take();
-    let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-    for _ in 0..cfg.num_hidden_layers {
-        let input_norm = take();
-        let q = take();
-        let q_bias = cfg.attention_bias.then(&mut take);
-        let k = take();
-        let k_bias = cfg.attention_bias.then(&mut take);
-        let v = take();
-        let v_bias = cfg.attention_bias.then(&mut take);
-        let q_norm = cfg.qk_norm.then(&mut take);
-        let k_norm = cfg.qk_norm.then(&mut take);
-        let (o, post_norm, gate, up, down) = (take(), take(), take(), take(), take());
-        layers.push(LayerIdx { input_norm, q, q_bias, k, k_bias, v, v_bias, q_norm, k_norm, o, post_norm, gate, up, down });
-    }
-    let norm = take();
-    let lm_head = if cfg.tie_word_embeddings { embed } else { take() };
-    Index { embed, layers, norm, lm_head, count: next }
-}
 
 /// What a layer's backward pass needs from its forward pass (the norms and the MLP activation are
 /// recomputed instead, being cheap).

@@ -38,7 +38,7 @@ impl<T> ViewMut<T> {
 }
 
 /// Threads for a parallel multiply, looked up once: candle's lookup reads /proc/cpuinfo on every call.
-fn threads() -> usize {
+pub(crate) fn threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(candle_core::utils::get_num_threads)
 }

@@ -74,6 +74,9 @@ const SKINNY_ROWS: usize = 32;
 /// `y (+)= x @ w^T` in place (`add` keeps what `y` holds, e.g. the residual stream).
 pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool) {
     let n = x.len() / din.max(1);
+    if T::skinny(y, x, w, din, dout, add) {
+        return;
+    }
     if n > 1 && n <= SKINNY_ROWS {
         let mut t = vec![T::zero(); n * dout];
         unsafe {

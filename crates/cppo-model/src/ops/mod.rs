@@ -13,6 +13,7 @@ pub mod logprob;
 pub mod rms_norm;
 pub mod rope;
 pub mod simd;
+pub mod skinny;
 pub mod swiglu;
 
 use candle_core::{bail, CpuStorage, DType, Device, Layout, Result, Shape, Storage, Tensor, WithDType};
@@ -57,6 +58,11 @@ pub trait Float:
             *x = scale * (*x - shift).exp();
         }
     }
+    /// `y (n x dout) (+)= x (n x din) @ w (dout x din)^T` by the few-rows kernel (`skinny`); false when
+    /// it does not apply, with nothing done.
+    fn skinny(_y: &mut [Self], _x: &[Self], _w: &[Self], _din: usize, _dout: usize, _add: bool) -> bool {
+        false
+    }
 }
 
 impl Float for f32 {
@@ -78,6 +84,11 @@ impl Float for f32 {
     }
     fn exp_scale(z: &mut [f32], shift: f32, scale: f32) {
         simd::exp_scale_f32(z, shift, scale)
+    }
+    fn skinny(y: &mut [f32], x: &[f32], w: &[f32], din: usize, dout: usize, add: bool) -> bool {
+        let n = x.len() / din.max(1);
+        n <= skinny::MAX_ROWS
+            && skinny::matmul_many(x, n, din, &mut [skinny::Out { w, n: dout, y, ys: dout, add }], gemm::threads())
     }
 }
 
@@ -108,11 +119,6 @@ pub(crate) fn with_data<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) 
         Storage::Cpu(c) => Ok(f(slice::<T>(c, l, "tensor")?)),
         _ => bail!("the decoder's kernels run on the CPU only"),
     }
-}
-
-/// The data of `t` as an owned vector.
-pub(crate) fn to_vec<T: WithDType>(t: &Tensor) -> Result<Vec<T>> {
-    with_data(t, |d: &[T]| d.to_vec())
 }
 
 pub(crate) fn tensor<T: WithDType>(v: Vec<T>, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {

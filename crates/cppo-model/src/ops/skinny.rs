@@ -1,0 +1,274 @@
+//! `y (+)= x @ w^T` for products with few rows (a decode step's tokens) against weights kept as stored
+//! (out, in), one or several weights in a single pass.
+//!
+//! At a few rows such a product costs the time it takes to stream the weight from memory. A general
+//! multiply packs the weight into panels first, which reads and writes it once more than needed; here
+//! each weight row is read once, in place, and dotted with every input row while it is in registers,
+//! with the next weight rows prefetched so that memory and arithmetic overlap. The output rows are
+//! split across the threads, so the weights are too; several weights sharing one input (q, k, v; gate,
+//! up) go out as one split, so they cost one dispatch and the threads stay balanced.
+//!
+//! The kernel needs AVX-512 (`available()`); elsewhere the callers use the general multiply.
+
+use rayon::prelude::*;
+
+/// Input rows up to this many take the kernel (beyond it the general multiply is faster).
+pub const MAX_ROWS: usize = 16;
+
+/// One weight `w (n x k)` and where its product goes: `y[i * ys + j]` for row i, output j.
+pub struct Out<'a> {
+    pub w: &'a [f32],
+    pub n: usize,
+    pub y: &'a mut [f32],
+    pub ys: usize,
+    /// Add to what `y` holds (a residual stream, a bias) instead of overwriting it.
+    pub add: bool,
+}
+
+/// Whether this machine runs the kernel.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| std::is_x86_feature_detected!("avx512f"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `outs[o].y (+)= x (m x k) @ outs[o].w^T` for every o, split over `threads` tasks. Returns false,
+/// doing nothing, when the kernel is not available here.
+///
+/// # Panics
+/// When a slice is too short for the sizes given (a caller's bug, not user input).
+pub fn matmul_many(x: &[f32], m: usize, k: usize, outs: &mut [Out], threads: usize) -> bool {
+    if !available() {
+        return false;
+    }
+    for o in outs.iter() {
+        assert!(x.len() >= m * k && o.w.len() >= o.n * k, "skinny: operands shorter than {m} x {k} / {} x {k}", o.n);
+        assert!(m == 0 || o.n == 0 || o.y.len() >= (m - 1) * o.ys + o.n, "skinny: output too short");
+    }
+    if m == 0 || k == 0 && outs.iter().all(|o| o.add) {
+        return true;
+    }
+    let total: usize = outs.iter().map(|o| o.n).sum();
+    // Each task takes a run of whole 3-row blocks of the outputs laid end to end.
+    let per = total.div_ceil(threads.max(1)).div_ceil(3) * 3;
+    let parts = total.div_ceil(per.max(1));
+    let segs: Vec<Seg> = outs
+        .iter_mut()
+        .map(|o| Seg { w: o.w.as_ptr(), n: o.n, y: o.y.as_mut_ptr(), ys: o.ys, add: o.add })
+        .collect();
+    let run = |p: usize| {
+        let (mut lo, hi) = (p * per, ((p + 1) * per).min(total));
+        let mut base = 0;
+        for s in &segs {
+            if lo < hi && lo < base + s.n {
+                let j0 = lo - base;
+                let j1 = (hi - base).min(s.n);
+                // SAFETY: the asserts above bound every access; tasks write disjoint output columns.
+                unsafe { kernel(m, k, x.as_ptr(), s, j0, j1) };
+                lo = base + j1;
+            }
+            base += s.n;
+        }
+    };
+    if parts <= 1 {
+        run(0);
+    } else {
+        (0..parts).into_par_iter().for_each(run);
+    }
+    true
+}
+
+#[derive(Clone, Copy)]
+struct Seg {
+    w: *const f32,
+    n: usize,
+    y: *mut f32,
+    ys: usize,
+    add: bool,
+}
+// SAFETY: tasks read `w` and write disjoint columns of `y`.
+unsafe impl Send for Seg {}
+unsafe impl Sync for Seg {}
+
+/// Output columns `j0..j1` of one weight.
+unsafe fn kernel(m: usize, k: usize, x: *const f32, s: &Seg, j0: usize, j1: usize) {
+    #[cfg(target_arch = "x86_64")]
+    avx512::columns(m, k, x, s.w, s.y, s.ys, s.add, j0, j1);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (m, k, x, s, j0, j1);
+        unreachable!("skinny: no kernel on this architecture")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// The sums of four vectors, as the four lanes of one.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
+        let ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+        let cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+        let (ab, cd) = (_mm512_castps_pd(ab), _mm512_castps_pd(cd));
+        let s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ab, cd)), _mm512_castpd_ps(_mm512_unpackhi_pd(ab, cd)));
+        let h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))
+    }
+
+    /// Input rows `x[0..R]` (k apart) against weight rows `w[0..C]` (k apart): `y[t * ys + c] (+)=`
+    /// their dot products; `ahead` is prefetched a line per weight row per step.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block<const R: usize, const C: usize>(k: usize, x: *const f32, w: *const f32, ahead: *const f32, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
+        let mut acc = [[_mm512_setzero_ps(); C]; R];
+        let full = k / 16 * 16;
+        let mut kk = 0;
+        while kk < full {
+            let mut a = [_mm512_setzero_ps(); C];
+            for c in 0..C {
+                a[c] = _mm512_loadu_ps(w.add(c * k + kk));
+            }
+            for c in 0..ahead_rows {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.add(c * k + kk) as *const i8);
+            }
+            for t in 0..R {
+                let xv = _mm512_loadu_ps(x.add(t * k + kk));
+                for c in 0..C {
+                    acc[t][c] = _mm512_fmadd_ps(xv, a[c], acc[t][c]);
+                }
+            }
+            kk += 16;
+        }
+        if full < k {
+            let mask: __mmask16 = (1u16 << (k - full)) - 1;
+            let mut a = [_mm512_setzero_ps(); C];
+            for c in 0..C {
+                a[c] = _mm512_maskz_loadu_ps(mask, w.add(c * k + full));
+            }
+            for t in 0..R {
+                let xv = _mm512_maskz_loadu_ps(mask, x.add(t * k + full));
+                for c in 0..C {
+                    acc[t][c] = _mm512_fmadd_ps(xv, a[c], acc[t][c]);
+                }
+            }
+        }
+        let lanes: __mmask8 = (1u8 << C) - 1;
+        let z = _mm512_setzero_ps();
+        for t in 0..R {
+            let r = &acc[t];
+            let mut s = reduce4(r[0], r.get(1).copied().unwrap_or(z), r.get(2).copied().unwrap_or(z), z);
+            let out = y.add(t * ys);
+            if add {
+                s = _mm_add_ps(s, _mm_maskz_loadu_ps(lanes, out));
+            }
+            _mm_mask_storeu_ps(out, lanes, s);
+        }
+    }
+
+    /// Up to 8 input rows against C weight rows.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows<const C: usize>(r: usize, k: usize, x: *const f32, w: *const f32, ahead: *const f32, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
+        match r {
+            8 => block::<8, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            7 => block::<7, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            6 => block::<6, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            5 => block::<5, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            4 => block::<4, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            3 => block::<3, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            2 => block::<2, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            _ => block::<1, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+        }
+    }
+
+    /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn columns(m: usize, k: usize, x: *const f32, w: *const f32, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
+        // Prefetch far enough ahead that a block's weights arrive while earlier blocks compute: a
+        // block over few input rows takes little time.
+        let ahead = 3 * (8 / m.clamp(1, 8)).min(4);
+        let mut j = j0;
+        while j < j1 {
+            let c = (j1 - j).min(3);
+            let wj = w.add(j * k);
+            let pf = (j1 - j).saturating_sub(ahead).min(3);
+            let next = w.add((j + ahead).min(j1.saturating_sub(1)) * k);
+            let mut i = 0;
+            while i < m {
+                let r = (m - i).min(8);
+                let (xi, yi) = (x.add(i * k), y.add(i * ys + j));
+                // Only the first pass over a weight block fetches from memory.
+                let p = if i == 0 { pf } else { 0 };
+                match c {
+                    3 => rows::<3>(r, k, xi, wj, next, p, yi, ys, add),
+                    2 => rows::<2>(r, k, xi, wj, next, p, yi, ys, add),
+                    _ => rows::<1>(r, k, xi, wj, next, p, yi, ys, add),
+                }
+                i += r;
+            }
+            j += c;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_plain_product(
+            m in 0usize..20,
+            k in 0usize..70,
+            ns in proptest::collection::vec(0usize..14, 1..4),
+            adds in proptest::collection::vec(any::<bool>(), 3),
+            pad in 0usize..3,
+            threads in 1usize..4,
+            seed in 0u32..1000,
+        ) {
+            prop_assume!(available());
+            let x = values(m * k, seed);
+            let ws: Vec<Vec<f32>> = ns.iter().enumerate().map(|(o, &n)| values(n * k, seed + 7 * o as u32 + 1)).collect();
+            // Outputs may be strided (`ys = n + pad`): the padding must stay untouched.
+            let mut ys: Vec<Vec<f32>> = ns.iter().enumerate().map(|(o, &n)| values(m * (n + pad), seed + 100 + o as u32)).collect();
+            let before = ys.clone();
+            let mut outs: Vec<Out> = ws
+                .iter()
+                .zip(ys.iter_mut())
+                .zip(&ns)
+                .zip(&adds)
+                .map(|(((w, y), &n), &add)| Out { w, n, y, ys: n + pad, add })
+                .collect();
+            prop_assert!(matmul_many(&x, m, k, &mut outs, threads));
+            for (o, &n) in ns.iter().enumerate() {
+                let s = n + pad;
+                for i in 0..m {
+                    for j in 0..s {
+                        let got = ys[o][i * s + j];
+                        if j >= n {
+                            prop_assert_eq!(got, before[o][i * s + j]);
+                            continue;
+                        }
+                        let dot: f64 = (0..k).map(|t| x[i * k + t] as f64 * ws[o][j * k + t] as f64).sum();
+                        let want = if adds[o] { before[o][i * s + j] as f64 + dot } else { dot };
+                        prop_assert!((got as f64 - want).abs() <= 1e-5 * (1.0 + k as f64), "out {o} ({i}, {j}): {got} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+}
