@@ -20,7 +20,7 @@ impl Backend for DecoderBackend<'_> {
 
     fn prefill(&self, cache: &mut KvCache, row: usize, tokens: &[u32]) -> Result<Vec<f32>> {
         cache.reset_row(row)?;
-        Ok(self.0.prefill(tokens, cache, row)?.to_dtype(candle_core::DType::F32)?.to_vec1()?)
+        Ok(self.0.prefill_logits(tokens, cache, row)?)
     }
 
     fn copy_row(&self, cache: &mut KvCache, from: usize, to: &[usize]) -> Result<()> {
@@ -28,7 +28,6 @@ impl Backend for DecoderBackend<'_> {
     }
 
     fn decode(&self, cache: &mut KvCache, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
-        let logits = self.0.decode_step(tokens, rows, cache)?;
-        Ok(logits.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1()?)
+        Ok(self.0.decode_step_logits(tokens, rows, cache)?)
     }
 }

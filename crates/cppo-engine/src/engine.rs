@@ -7,11 +7,13 @@
 //! seed and the sample's (request, index), so a run is reproducible.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
@@ -123,8 +125,9 @@ pub fn generate<B: Backend>(
     let mut free: Vec<usize> = (0..rows).rev().collect();
     let mut running: Vec<Running> = Vec::new();
     let tail = tail_tokens(&params.stop);
-    // Logits for each running row's next token, aligned with `running`.
-    let mut pending: Vec<Vec<f32>> = Vec::new();
+    // Where each running row's next-token logits are (aligned with `running`): a buffer shared by the
+    // samples of one prefill or by the rows of one decode step, and the row's offset in it.
+    let mut pending: Vec<(Arc<Vec<f32>>, usize)> = Vec::new();
 
     loop {
         // Admit waiting work while its rows are free.
@@ -135,7 +138,7 @@ pub fn generate<B: Backend>(
             waiting.pop_front();
             let my_rows: Vec<usize> = (0..count).map(|_| free.pop().expect("checked")).collect();
             let t = Instant::now();
-            let logits = backend.prefill(&mut cache, my_rows[0], &requests[req].prompt)?;
+            let logits = Arc::new(backend.prefill(&mut cache, my_rows[0], &requests[req].prompt)?);
             if logits.len() != vocab {
                 bail!("backend returned {} logits for a vocabulary of {vocab}", logits.len());
             }
@@ -153,19 +156,25 @@ pub fn generate<B: Backend>(
                     logprobs: Vec::new(),
                     rng: ChaCha8Rng::seed_from_u64(sample_seed(options.seed, req, first + j)),
                 });
-                pending.push(logits.clone());
+                pending.push((logits.clone(), 0));
             }
         }
         if running.is_empty() {
             break;
         }
 
-        // Sample one token for every running row; retire the rows that finish.
+        // Sample one token for every running row (in parallel: each row draws from its own RNG, so the
+        // result does not depend on the order); retire the rows that finish.
         let t = Instant::now();
+        let drawn: Vec<(u32, f32)> = running
+            .par_iter_mut()
+            .zip(pending.par_iter())
+            .map(|(r, (buf, at))| sample(&buf[*at..*at + vocab], params, &mut r.rng))
+            .collect();
+        pending.clear();
         let mut keep_running = Vec::with_capacity(running.len());
         let mut next_tokens = Vec::with_capacity(running.len());
-        for (mut r, logits) in running.drain(..).zip(pending.drain(..)) {
-            let (token, logprob) = sample(&logits, params, &mut r.rng);
+        for (mut r, (token, logprob)) in running.drain(..).zip(drawn) {
             r.tokens.push(token);
             r.logprobs.push(logprob);
             stats.generated_tokens += 1;
@@ -208,7 +217,8 @@ pub fn generate<B: Backend>(
         }
         stats.decode_seconds += t.elapsed().as_secs_f64();
         stats.decode_steps += 1;
-        pending = logits.chunks(vocab).map(<[f32]>::to_vec).collect();
+        let logits = Arc::new(logits);
+        pending = (0..rows_now.len()).map(|i| (logits.clone(), i * vocab)).collect();
     }
 
     let results = results

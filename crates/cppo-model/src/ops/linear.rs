@@ -93,12 +93,7 @@ pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, do
                 true,
             )
         };
-        for (j, col) in t.chunks_exact(n).enumerate() {
-            for (i, &v) in col.iter().enumerate() {
-                let o = &mut y[i * dout + j];
-                *o = if add { *o + v } else { v };
-            }
-        }
+        transpose_into(y, &t, n, dout, add);
         return;
     }
     unsafe {
@@ -114,6 +109,22 @@ pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, do
             true,
         )
     };
+}
+
+/// `y (n x dout, row-major) (+)= t (n x dout, column-major)`, a tile of columns at a time so that both
+/// sides stay in cache (a column at a time, every write of a wide output lands on another line).
+fn transpose_into<T: Float>(y: &mut [T], t: &[T], n: usize, dout: usize, add: bool) {
+    const TILE: usize = 16;
+    for j0 in (0..dout).step_by(TILE) {
+        let j1 = (j0 + TILE).min(dout);
+        for i in 0..n {
+            let row = &mut y[i * dout + j0..i * dout + j1];
+            for (jj, o) in row.iter_mut().enumerate() {
+                let v = t[(j0 + jj) * n + i];
+                *o = if add { *o + v } else { v };
+            }
+        }
+    }
 }
 
 /// `dx (n x din) (+)= g (n x dout) @ w (dout x din)`.
