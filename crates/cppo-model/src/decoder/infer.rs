@@ -9,6 +9,7 @@ use super::slices::{index, Locked};
 use super::{Decoder, DecoderError, Result};
 use crate::kv_cache::KvCache;
 use crate::ops::attention::{head_forward, Keys};
+use crate::ops::few_queries;
 use crate::ops::gemm::{threads, View, ViewMut};
 use crate::ops::rope::rope_rows;
 use crate::ops::skinny::{self, Out};
@@ -186,9 +187,10 @@ impl Decoder {
                         let off = cache_ref.offset(rws[i], kh);
                         let keys = Keys { k: kc.get().add(off), v: vc.get().add(off), rs: hd, rows: pos[i] + 1, causal: None };
                         let at = i * qw + kh * g * hd;
-                        let qv = View::rows(qp.get().add(at) as *const f32, hd);
-                        let ov = ViewMut::rows(op.get().add(at), hd);
-                        head_forward(g, qv, &[keys], hd, scale, ov, p);
+                        let (qa, oa) = (qp.get().add(at) as *const f32, op.get().add(at));
+                        if !few_queries::attend(g, hd, qa, keys.k, keys.v, hd, keys.rows, scale, oa, p) {
+                            head_forward(g, View::rows(qa, hd), &[keys], hd, scale, ViewMut::rows(oa, hd), p);
+                        }
                     });
                 }
             }

@@ -7,6 +7,7 @@
 //! checked against finite differences tightly).
 
 pub mod attention;
+pub(crate) mod few_queries;
 pub(crate) mod gemm;
 pub mod linear;
 pub mod logprob;

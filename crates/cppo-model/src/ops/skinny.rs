@@ -8,7 +8,7 @@
 //! split across the threads, so the weights are too; several weights sharing one input (q, k, v; gate,
 //! up) go out as one split, so they cost one dispatch and the threads stay balanced.
 //!
-//! The kernel needs AVX-512 (`available()`); elsewhere the callers use the general multiply.
+//! The kernel needs AVX-512 F and VL (`available()`); elsewhere the callers use the general multiply.
 
 use rayon::prelude::*;
 
@@ -31,7 +31,7 @@ pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| std::is_x86_feature_detected!("avx512f"))
+        *HAS.get_or_init(|| std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -111,7 +111,7 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     /// The sums of four vectors, as the four lanes of one.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512vl")]
     #[inline]
     unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
         let ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
@@ -124,7 +124,7 @@ mod avx512 {
 
     /// Input rows `x[0..R]` (k apart) against weight rows `w[0..C]` (k apart): `y[t * ys + c] (+)=`
     /// their dot products; `ahead` is prefetched a line per weight row per step.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512vl")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
     unsafe fn block<const R: usize, const C: usize>(k: usize, x: *const f32, w: *const f32, ahead: *const f32, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
@@ -174,7 +174,7 @@ mod avx512 {
     }
 
     /// Up to 8 input rows against C weight rows.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512vl")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
     unsafe fn rows<const C: usize>(r: usize, k: usize, x: *const f32, w: *const f32, ahead: *const f32, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
@@ -191,7 +191,7 @@ mod avx512 {
     }
 
     /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512vl")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn columns(m: usize, k: usize, x: *const f32, w: *const f32, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
         // Prefetch far enough ahead that a block's weights arrive while earlier blocks compute: a
