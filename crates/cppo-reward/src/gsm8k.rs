@@ -4,17 +4,25 @@
 //! it has none (a bare gold answer such as `18` or `1,000`).
 //!
 //! The model's answer, from the first of these sources that holds a number:
-//! 1. the last complete `<answer>...</answer>`: the last number inside it ("The answer is 18 apples." gives 18);
-//! 2. the last `\boxed{...}`: the last number inside it;
+//! 1. the last complete `<answer>...</answer>`;
+//! 2. the last `\boxed{...}`;
 //! 3. a trailing `#### N`: the first number after the last `####`;
 //! 4. the last number anywhere in the completion.
 //!
-//! A source that is present but holds no number (`<answer>eighteen</answer>`) falls through to the next.
+//! The content of an answer tag or a box *is* the answer, so it must state one number
+//! ([`read_answer`]): only the part after its last `=` counts (`9 * 2 = 18` is 18); words, `$`, `%`,
+//! `\text{...}` units, unit words and LaTeX spacing are ignored (`The answer is $18.` and
+//! `18 \text{ eggs}` are 18); thousands separators join (`1{,}000`); a fraction is one number
+//! (`\frac{1}{2}`, `\dfrac`, `\tfrac`, `1/2` are 0.5; `\frac{1}{3}` has no decimal and equals no gold).
+//! Content that holds several numbers (`18 - 3`, `3 bags of 6 make 18`), or a `\frac` / `\sqrt` that is
+//! not a plain number, is not a single answer: the completion is graded incorrect, with no answer
+//! extracted, rather than one of the numbers picked. A tag or box that holds no number
+//! (`<answer>eighteen</answer>`) falls through to the next source.
 
 use cppo_core::Problem;
 
 use crate::limits::MAX_COMPLETION_BYTES;
-use crate::number::{first_number, last_number, parse_number, Decimal};
+use crate::number::{first_number, last_number, parse_number, read_answer, Decimal, Reading, Value};
 use crate::scan::{last_boxed, last_tag_content};
 use crate::{clip, Reward, Score};
 
@@ -73,8 +81,30 @@ pub fn gold_answer(reference: &str) -> Gold {
     }
 }
 
-/// The model's numeric answer and where it came from (see the module docs for the order).
-pub fn extract_answer(completion: &str) -> Option<(Decimal, Source)> {
+/// What a completion answers (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Extraction {
+    /// One number, and where it came from.
+    Number(Value, Source),
+    /// The answer tag or box holds several numbers (or a fraction that is not plain numbers): no single
+    /// answer. `content` is the span as written.
+    NotSingle { source: Source, content: String },
+    /// No number anywhere.
+    Nothing,
+}
+
+/// Reads the model's answer (see the module docs for the order and the rule for tags and boxes).
+pub fn extract(completion: &str) -> Extraction {
+    // The box is looked for only when the tag gives no number.
+    let tag = last_tag_content(completion, "answer").map(|s| (s, Source::AnswerTag));
+    let boxed = std::iter::once_with(|| last_boxed(completion).map(|s| (s, Source::Boxed))).flatten();
+    for (span, source) in tag.into_iter().chain(boxed) {
+        match read_answer(span) {
+            Reading::One(v) => return Extraction::Number(v, source),
+            Reading::NotSingle => return Extraction::NotSingle { source, content: span.to_string() },
+            Reading::NoNumber => {}
+        }
+    }
     // LaTeX thousands separators (`1{,}000`, `1,\!000`) read as plain commas.
     let cleaned;
     let completion = if completion.contains("{,}") || completion.contains(",\\!") {
@@ -83,18 +113,23 @@ pub fn extract_answer(completion: &str) -> Option<(Decimal, Source)> {
     } else {
         completion
     };
-    if let Some(d) = last_tag_content(completion, "answer").and_then(last_number) {
-        return Some((d, Source::AnswerTag));
-    }
-    if let Some(d) = last_boxed(completion).and_then(last_number) {
-        return Some((d, Source::Boxed));
-    }
     if let Some(p) = completion.rfind("####") {
         if let Some(d) = first_number(&completion[p + 4..]) {
-            return Some((d, Source::Hashes));
+            return Extraction::Number(Value::Finite(d), Source::Hashes);
         }
     }
-    last_number(completion).map(|d| (d, Source::LastNumber))
+    match last_number(completion) {
+        Some(d) => Extraction::Number(Value::Finite(d), Source::LastNumber),
+        None => Extraction::Nothing,
+    }
+}
+
+/// The model's numeric answer and where it came from, when it gave exactly one ([`extract`]).
+pub fn extract_answer(completion: &str) -> Option<(Value, Source)> {
+    match extract(completion) {
+        Extraction::Number(v, source) => Some((v, source)),
+        Extraction::NotSingle { .. } | Extraction::Nothing => None,
+    }
 }
 
 /// Grades one completion against a reference; the verdict of [`Gsm8kReward`].
@@ -103,8 +138,9 @@ pub fn grade(completion: &str, reference: &str) -> Score {
         return Score::accuracy(false, None, format!("completion too long ({} bytes)", completion.len()));
     }
     let gold = gold_answer(reference);
-    match (&gold, extract_answer(completion)) {
-        (_, None) => {
+    let (value, src) = match extract(completion) {
+        Extraction::Number(v, src) => (v, src),
+        none => {
             // A non-numeric gold can still be matched by the literal answer-tag content.
             if let Gold::Text(t) = &gold {
                 if let Some(content) = last_tag_content(completion, "answer").map(str::trim) {
@@ -113,21 +149,21 @@ pub fn grade(completion: &str, reference: &str) -> Score {
                     return Score::accuracy(ok, Some(content.to_string()), reason);
                 }
             }
-            Score::accuracy(false, None, format!("no number in the completion; gold {}", clip(&gold.to_string())))
+            let reason = match none {
+                Extraction::NotSingle { source, content } => {
+                    format!("not a single answer: {} holds {:?}; gold {}", source.describe(), clip(&content), clip(&gold.to_string()))
+                }
+                _ => format!("no number in the completion; gold {}", clip(&gold.to_string())),
+            };
+            return Score::accuracy(false, None, reason);
         }
-        (Gold::Number(g), Some((d, src))) => {
-            let ok = &d == g;
-            let verdict = if ok { "correct" } else { "wrong" };
-            let (d, g) = (d.to_string(), g.to_string());
-            let reason = format!("{verdict}: {} from {} vs gold {}", clip(&d), src.describe(), clip(&g));
-            Score::accuracy(ok, Some(d), reason)
-        }
-        (Gold::Text(_), Some((d, src))) => {
-            let d = d.to_string();
-            let reason = format!("wrong: {} from {} vs non-numeric gold {}", clip(&d), src.describe(), clip(&gold.to_string()));
-            Score::accuracy(false, Some(d), reason)
-        }
-    }
+    };
+    let ok = matches!((&gold, &value), (Gold::Number(g), Value::Finite(d)) if d == g);
+    let verdict = if ok { "correct" } else { "wrong" };
+    let shown = value.to_string();
+    let gold_kind = if matches!(gold, Gold::Text(_)) { "non-numeric gold" } else { "gold" };
+    let reason = format!("{verdict}: {} from {} vs {gold_kind} {}", clip(&shown), src.describe(), clip(&gold.to_string()));
+    Score::accuracy(ok, Some(shown), reason)
 }
 
 /// Accuracy on GSM8K-style numeric answers: 1.0 when the extracted number equals the gold, else 0.0.

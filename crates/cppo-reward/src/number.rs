@@ -150,6 +150,218 @@ pub fn first_number(text: &str) -> Option<Decimal> {
     numbers_in(text).into_iter().next()
 }
 
+/// A number read from an answer span: a finite decimal, or a fraction that has none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// Every integer and decimal, and every fraction whose decimal expansion ends (`\frac{1}{2}` = 0.5).
+    Finite(Decimal),
+    /// A reduced fraction whose decimal expansion never ends (`1/3`), or one over zero: it equals no
+    /// decimal, so it is never a correct GSM8K answer.
+    Ratio { negative: bool, num: u128, den: u128 },
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Finite(d) => d.fmt(f),
+            Value::Ratio { negative, num, den } => write!(f, "{}{num}/{den}", if *negative { "-" } else { "" }),
+        }
+    }
+}
+
+impl Decimal {
+    /// The digits as an integer and the power of ten that divides it (`3.25` is (325, 2)); `None` past
+    /// 38 digits.
+    fn scaled(&self) -> Option<(u128, u32)> {
+        let digits = format!("{}{}", self.int, self.frac);
+        let m = if digits.is_empty() { 0 } else { digits.parse::<u128>().ok()? };
+        Some((m, u32::try_from(self.frac.len()).ok()?))
+    }
+
+    fn from_scaled(negative: bool, m: u128, scale: u32) -> Decimal {
+        let digits = format!("{m:0>width$}", width = scale as usize + 1);
+        let (int, frac) = digits.split_at(digits.len() - scale as usize);
+        Decimal::new(negative, int, frac)
+    }
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// `a / b` exactly: a [`Value::Finite`] when the quotient has a finite decimal expansion, else the
+/// reduced [`Value::Ratio`]. `None` when the parts are too long to compute with (over 38 digits).
+pub fn quotient(a: &Decimal, b: &Decimal) -> Option<Value> {
+    let negative = a.negative != b.negative;
+    let ((ma, sa), (mb, sb)) = (a.scaled()?, b.scaled()?);
+    // a / b = (ma * 10^sb) / (mb * 10^sa).
+    let num = ma.checked_mul(10u128.checked_pow(sb)?)?;
+    let den = mb.checked_mul(10u128.checked_pow(sa)?)?;
+    let g = gcd(num, den).max(1);
+    let (num, den) = (num / g, den / g);
+    let negative = negative && num != 0;
+    if den == 0 {
+        return Some(Value::Ratio { negative, num, den });
+    }
+    // Finite exactly when den = 2^p 5^q; then a / b = num * (10^max(p, q) / den) / 10^max(p, q).
+    let (mut rest, mut p2, mut p5) = (den, 0u32, 0u32);
+    while rest % 2 == 0 {
+        rest /= 2;
+        p2 += 1;
+    }
+    while rest % 5 == 0 {
+        rest /= 5;
+        p5 += 1;
+    }
+    if rest != 1 {
+        return Some(Value::Ratio { negative, num, den });
+    }
+    let scale = p2.max(p5);
+    let m = num.checked_mul(10u128.checked_pow(scale)? / den)?;
+    Some(Value::Finite(Decimal::from_scaled(negative, m, scale)))
+}
+
+/// What an answer span (the content of `<answer>` or `\boxed{}`) states.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Exactly one number.
+    One(Value),
+    /// No number at all (`eighteen`).
+    NoNumber,
+    /// More than one number (`18 - 3`, `5 hours 30 minutes`), or a `\frac` / `\sqrt` that is not a plain
+    /// number: not a single answer.
+    NotSingle,
+}
+
+/// Longest `\frac` argument read as a number; longer arguments are not plain numbers in an answer.
+const MAX_FRAC_ARG: usize = 64;
+
+/// Reads an answer span as one number (see [`Reading`]). Only the part after the last `=` counts
+/// (`3 \times 6 = 18`). Decoration is ignored: words (`18 apples`, `The answer is 18.`), `$`, `\$`, `%`,
+/// `\%`, `\text{...}` and other commands, braces, `\!`, `\,` and spaces, unit exponents (`\text{m}^2`,
+/// `ft^{2}`). Thousands separators join groups (`1,000`, `1{,}000`, `1,\!000`, `1\,000`). A fraction is
+/// one number: `\frac{a}{b}`, `\dfrac`, `\tfrac`, `\frac12`, `a/b`, `a / b`, each part a plain number. A
+/// minus is a sign where it cannot be a binary minus (as in [`numbers_in`]).
+pub fn read_answer(span: &str) -> Reading {
+    let span = span.rfind('=').map_or(span, |p| &span[p + 1..]);
+    let cleaned = span.replace("{,}", ",").replace(",\\!", ",").replace("\\,", ",").replace("\\!", "").replace("\\$", "$");
+    let text = cleaned.as_str();
+    let b = text.as_bytes();
+    let mut found: Option<Value> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let value = if b[i] == b'\\' {
+            let name_end = i + 1 + b[i + 1..].iter().take_while(|c| c.is_ascii_alphabetic()).count();
+            match &text[i + 1..name_end] {
+                "frac" | "dfrac" | "tfrac" => match latex_fraction(text, name_end) {
+                    Some((v, end)) => {
+                        let v = with_sign(v, sign_before(text, i));
+                        i = end;
+                        v
+                    }
+                    None => return Reading::NotSingle,
+                },
+                "sqrt" => return Reading::NotSingle,
+                _ => {
+                    i = name_end.max(i + 1);
+                    continue;
+                }
+            }
+        } else if b[i] == b'^' && unit_before(text, i) {
+            i = skip_exponent(b, i + 1);
+            continue;
+        } else if b[i].is_ascii_digit() || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            let Some((d, end)) = scan_number(b, i) else { return Reading::NotSingle };
+            let negative = sign_before(text, i);
+            let (v, end) = match slash_denominator(b, end) {
+                Some((den, end2)) => match quotient(&d, &den) {
+                    Some(v) => (v, end2),
+                    None => return Reading::NotSingle,
+                },
+                None => (Value::Finite(d), end),
+            };
+            i = end;
+            with_sign(v, negative)
+        } else {
+            i += 1;
+            continue;
+        };
+        if found.replace(value).is_some() {
+            return Reading::NotSingle;
+        }
+    }
+    found.map_or(Reading::NoNumber, Reading::One)
+}
+
+fn with_sign(v: Value, minus: bool) -> Value {
+    if !minus {
+        return v;
+    }
+    match v {
+        Value::Finite(d) => Value::Finite(Decimal::new(!d.negative, &d.int, &d.frac)),
+        Value::Ratio { negative, num, den } => Value::Ratio { negative: !negative && num != 0, num, den },
+    }
+}
+
+/// The two arguments of a `\frac` whose name ends at `at`, each a plain number: `{3}{4}`, `{-1}{2}`,
+/// `12` (two one-digit arguments). Returns the quotient and where the command ends.
+fn latex_fraction(text: &str, at: usize) -> Option<(Value, usize)> {
+    let (num, at) = frac_argument(text, at)?;
+    let (den, at) = frac_argument(text, at)?;
+    Some((quotient(&num, &den)?, at))
+}
+
+fn frac_argument(text: &str, at: usize) -> Option<(Decimal, usize)> {
+    let b = text.as_bytes();
+    let at = at + b[at..].iter().take_while(|&&c| c == b' ').count();
+    match b.get(at)? {
+        b'{' => {
+            let len = b[at + 1..].iter().take(MAX_FRAC_ARG).position(|&c| c == b'}' || c == b'{')?;
+            let end = at + 1 + len;
+            (b[end] == b'}').then_some(())?;
+            Some((parse_number(&text[at + 1..end])?, end + 1))
+        }
+        c if c.is_ascii_digit() => Some((Decimal::new(false, &text[at..at + 1], ""), at + 1)),
+        _ => None,
+    }
+}
+
+/// After a number ending at `at`: `/ d` or `/d` with d a plain unsigned number, read as a denominator.
+fn slash_denominator(b: &[u8], at: usize) -> Option<(Decimal, usize)> {
+    let skip = |i: usize| i + b[i..].iter().take_while(|&&c| c == b' ').count();
+    let slash = skip(at);
+    (b.get(slash) == Some(&b'/')).then_some(())?;
+    let start = skip(slash + 1);
+    let starts = b.get(start).is_some_and(u8::is_ascii_digit) || (b.get(start) == Some(&b'.') && b.get(start + 1).is_some_and(u8::is_ascii_digit));
+    if !starts {
+        return None;
+    }
+    scan_number(b, start)
+}
+
+/// Whether the `^` at byte `i` raises a unit (`m^2`, `\text{ft}^{2}`): it follows a letter, or a closing
+/// brace right after a letter.
+fn unit_before(text: &str, i: usize) -> bool {
+    let before = text[..i].trim_end().as_bytes();
+    match before.last() {
+        Some(c) if c.is_ascii_alphabetic() => true,
+        Some(b'}') => before[..before.len() - 1].iter().rev().find(|&&c| c != b' ').is_some_and(u8::is_ascii_alphabetic),
+        _ => false,
+    }
+}
+
+/// Past a unit exponent starting at `i`: digits, or a brace group of up to a few characters.
+fn skip_exponent(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(b'{') => b[i + 1..].iter().take(8).position(|&c| c == b'}').map_or(i, |p| i + 2 + p),
+        Some(c) if c.is_ascii_digit() => i + 1,
+        _ => i,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +391,33 @@ mod tests {
         for s in ["", "abc", "1,00", "12 apples", "1.2.3", "--5", "1,0000", "$", "."] {
             assert_eq!(n(s), "none", "{s}");
         }
+    }
+
+    #[test]
+    fn quotients_are_exact() {
+        let q = |a: &str, b: &str| quotient(&parse_number(a).unwrap(), &parse_number(b).unwrap()).map(|v| v.to_string());
+        assert_eq!(q("1", "2").as_deref(), Some("0.5"));
+        assert_eq!(q("-3", "8").as_deref(), Some("-0.375"));
+        assert_eq!(q("2.5", "0.05").as_deref(), Some("50"));
+        assert_eq!(q("36", "2").as_deref(), Some("18"));
+        assert_eq!(q("2", "-6").as_deref(), Some("-1/3"));
+        assert_eq!(q("0", "-7").as_deref(), Some("0"));
+        assert_eq!(q("5", "0").as_deref(), Some("1/0"));
+        assert_eq!(q(&"9".repeat(40), "3"), None);
+    }
+
+    #[test]
+    fn answer_spans_read_as_one_number() {
+        let r = |s: &str| match read_answer(s) {
+            Reading::One(v) => v.to_string(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(r("The answer is $1{,}000.00."), "1000");
+        assert_eq!(r("3 \\times 6 = 18 \\text{ m}^2"), "18");
+        assert_eq!(r("-\\dfrac{3}{4}"), "-0.75");
+        assert_eq!(r("eighteen"), "NoNumber");
+        assert_eq!(r("18 - 3"), "NotSingle");
+        assert_eq!(r("\\frac{a}{2}"), "NotSingle");
     }
 
     #[test]

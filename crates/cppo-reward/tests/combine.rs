@@ -26,8 +26,11 @@ fn accuracy_follows_the_task() {
     let math = problem(Task::Math, r"\frac{1}{2}");
     assert_eq!(AccuracyReward.score("<answer>1000</answer>", &gsm).value, 1.0);
     assert_eq!(AccuracyReward.score(r"\boxed{0.5}", &math).value, 1.0);
-    // The MATH grader reads 1/2 where the GSM8K grader reads the last number, 2.
-    assert_eq!(AccuracyReward.score(r"\boxed{\frac{1}{2}}", &problem(Task::Gsm8k, "#### 2")).value, 1.0);
+    // Both graders read a box's content as the answer: `\frac{1}{2}` is 0.5, not its last number 2, so it
+    // is wrong against a gold of 2 (picking "the last number inside" would have graded it correct) and
+    // right against 0.5.
+    assert_eq!(AccuracyReward.score(r"\boxed{\frac{1}{2}}", &problem(Task::Gsm8k, "#### 2")).value, 0.0);
+    assert_eq!(AccuracyReward.score(r"\boxed{\frac{1}{2}}", &problem(Task::Gsm8k, "#### 0.5")).value, 1.0);
     assert_eq!(AccuracyReward.score(r"\boxed{\frac{1}{2}}", &problem(Task::Math, "2")).value, 0.0);
 }
 

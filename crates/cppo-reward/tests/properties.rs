@@ -169,6 +169,92 @@ proptest! {
     }
 }
 
+/// p / q by long division, digit by digit: the exact decimal when it ends within 40 digits, else `None`.
+fn long_division(p: i64, q: i64) -> Option<String> {
+    let (n, d) = (p.unsigned_abs(), q.unsigned_abs());
+    let mut out = format!("{}{}", if (p < 0) != (q < 0) && p != 0 { "-" } else { "" }, n / d);
+    let mut rem = n % d;
+    if rem != 0 {
+        out.push('.');
+    }
+    for _ in 0..40 {
+        if rem == 0 {
+            return Some(out);
+        }
+        rem *= 10;
+        out.push(char::from(b'0' + (rem / d) as u8));
+        rem %= d;
+    }
+    (rem == 0).then_some(out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// A fraction in a tag or box is graded as the exact rational p / q: right against its decimal
+    /// exactly when long division ends, never against a rounding of one that does not.
+    #[test]
+    fn gsm8k_fractions_agree_with_long_division(p in -3000i64..3000, q in 1i64..3000, form in 0usize..5, tag in any::<bool>()) {
+        let span = match form {
+            0 => format!("\\frac{{{p}}}{{{q}}}"),
+            1 => format!("\\dfrac{{{p}}}{{{q}}} \\text{{ cups}}"),
+            2 => format!("{p}/{q}"),
+            3 => format!("x = {p} / {q}"),
+            _ if p < 0 => format!("-\\tfrac{{{}}}{{{q}}}", -p),
+            _ => format!("\\tfrac{{{p}}}{{{q}}}"),
+        };
+        let completion = if tag { format!("<answer>{span}</answer>") } else { format!("so $\\boxed{{{span}}}$") };
+        match long_division(p, q) {
+            Some(exact) => {
+                let s = gsm8k::grade(&completion, &format!("#### {exact}"));
+                prop_assert_eq!(s.correct, Some(true), "{:?} vs {}: {}", completion, exact, s.reason);
+                let s = gsm8k::grade(&completion, &format!("#### {exact}1"));
+                prop_assert_eq!(s.correct, Some(false), "{:?}: {}", completion, s.reason);
+            }
+            None => {
+                let rounded = format!("{:.6}", p as f64 / q as f64);
+                let s = gsm8k::grade(&completion, &format!("#### {rounded}"));
+                prop_assert_eq!(s.correct, Some(false), "{:?} vs {}: {}", completion, rounded, s.reason);
+                // Reported as the reduced fraction: the largest common divisor by trial.
+                let g = (1..=q).rev().find(|d| p % d == 0 && q % d == 0).unwrap_or(1);
+                prop_assert_eq!(s.extracted, Some(format!("{}/{}", p / g, q / g)), "{:?}", completion);
+            }
+        }
+        // The numerator alone (the old "last number" reading would give q) is wrong unless p / q = p.
+        let s = gsm8k::grade(&completion, &format!("#### {q}"));
+        prop_assert_eq!(s.correct, Some(p == q * q), "{:?}: {}", completion, s.reason);
+    }
+
+    /// A tag or box holding two numbers joined by anything is no answer, whichever number is the gold.
+    #[test]
+    fn gsm8k_spans_with_two_numbers_are_never_correct(
+        a in 0i64..100_000, b in 0i64..100_000,
+        joiner in prop::sample::select(vec![" - ", "-", " + ", " and ", ", ", " \\times ", "\\cdot", " or ", " to ", " per ", " hours ", "/x/", "^"]),
+        tag in any::<bool>(),
+    ) {
+        let span = format!("{a}{joiner}{b}");
+        let completion = if tag { format!("<answer>{span}</answer> {a}") } else { format!("\\boxed{{{span}}} {b}") };
+        for gold in [a, b] {
+            let s = gsm8k::grade(&completion, &format!("#### {gold}"));
+            prop_assert_eq!((s.correct, s.extracted.as_deref()), (Some(false), None), "{:?}: {}", completion, s.reason);
+        }
+    }
+
+    /// Working before the last `=`, words and units around the result: the result is the answer.
+    #[test]
+    fn gsm8k_the_part_after_the_last_equals_sign_is_the_answer(
+        a in 0i64..1000, b in 0i64..1000, n in -100_000i64..100_000,
+        prefix in prop::sample::select(vec!["", "The answer is ", "Total: ", "$", "\\text{so } "]),
+        unit in prop::sample::select(vec!["", " eggs", " \\text{ dollars}", ".", "\\%", " km^2", " \\text{ m}^{2}"]),
+    ) {
+        let completion = format!("<answer>{prefix}{a} + {b} = {} = {n}{unit}</answer>", a + b);
+        let s = gsm8k::grade(&completion, &format!("#### {n}"));
+        prop_assert_eq!(s.correct, Some(true), "{:?}: {}", completion, s.reason);
+        let s = gsm8k::grade(&completion, &format!("#### {}", a + b));
+        prop_assert_eq!(s.correct, Some(a + b == n), "{:?}: {}", completion, s.reason);
+    }
+}
+
 /// `^<think>.*?</think>\n<answer>.*?</answer>$` under DOTALL | MULTILINE with `re.match`: try every
 /// position of the middle and closing tags.
 fn brute_force_format(s: &str) -> bool {
