@@ -1,6 +1,10 @@
 //! Hostile input: deep nesting, huge numbers, megabyte strings, unbalanced braces. Every call must return
 //! a verdict (no panic, no stack overflow) and spend no more work than its budget; the caps that make
-//! this so are checked directly.
+//! this so are checked directly, and each deep or megabyte case must finish within a wall-clock bound.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use cppo_reward::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, MAX_DEPTH, STEP_BUDGET};
 use cppo_reward::math::{self, How};
@@ -8,6 +12,42 @@ use cppo_reward::{format, gsm8k};
 use proptest::prelude::*;
 
 const MB: usize = 1 << 20;
+
+/// Wall-clock bound for one hostile case (a few grader calls on up to 2 MB of input). Measured in the
+/// unoptimised test build on the project's 2-core machine: at most 0.4 s per case (the 1 MB `1,000,`
+/// run graded three times), most under 0.15 s. The bound is over 10x that, so a loaded machine does not
+/// trip it, while quadratic work on 1 MB (about 10^12 steps) or exponential work misses it by hours.
+const CASE_BOUND: Duration = Duration::from_secs(5);
+
+/// Runs `case` on its own thread and fails when it has not finished within [`CASE_BOUND`]: the test
+/// fails at the bound instead of hanging until a super-linear case completes. A panic in the case is
+/// re-raised here.
+fn within_bound(label: &str, case: impl FnOnce() + Send + 'static) {
+    within(CASE_BOUND, label, case)
+}
+
+fn within(bound: Duration, label: &str, case: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let start = Instant::now();
+    let worker = thread::spawn(move || {
+        case();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(bound) {
+        Ok(()) => worker.join().expect("the case finished"),
+        Err(RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("a case that returns reports it"),
+        },
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("{label}: still running after {:?} (bound {bound:?}): super-linear work on hostile input?", start.elapsed())
+        }
+    }
+}
+
+fn label(s: &str) -> String {
+    format!("{:?} ({} bytes)", s.chars().take(40).collect::<String>(), s.len())
+}
 
 fn grade_everything(completion: &str, reference: &str) {
     let m = math::grade(completion, reference);
@@ -50,12 +90,14 @@ fn deep_nesting_hits_the_depth_cap_not_the_stack() {
         format!("{}1{}", "\\begin{pmatrix}".repeat(depth / 10), "\\end{pmatrix}".repeat(depth / 10)),
         format!("1{}", "+1".repeat(depth)),
     ];
-    for a in &cases {
-        let short: String = a.chars().take(40).collect();
-        let v = math::compare(a, "1");
-        assert!(v.steps <= STEP_BUDGET, "{short}: {v:?}");
-        assert!(math::compare(a, a).equal, "{short}");
-        grade_everything(&format!("\\boxed{{{a}}}"), a);
+    for a in cases {
+        within_bound(&label(&a), move || {
+            let short: String = a.chars().take(40).collect();
+            let v = math::compare(&a, "1");
+            assert!(v.steps <= STEP_BUDGET, "{short}: {v:?}");
+            assert!(math::compare(&a, &a).equal, "{short}");
+            grade_everything(&format!("\\boxed{{{a}}}"), &a);
+        });
     }
     // Just within the caps, nesting is still understood.
     let ok = format!("{}1{}", "(".repeat(MAX_DEPTH / 2), ")".repeat(MAX_DEPTH / 2));
@@ -90,19 +132,45 @@ fn megabyte_strings_are_handled_linearly() {
         "<think>".repeat(MB / 7) + "</think>\n<answer>" + &"</answer> ".repeat(MB / 10),
         format!("\\boxed{{{}}}", "x+".repeat(MB / 2)),
         "é".repeat(MB / 2),
+        // Answer spans read as one number: fractions, unit exponents, slashes, `=` signs, spacing.
+        format!("<answer>{}</answer>", "\\frac{1}{".repeat(MB / 10)),
+        format!("<answer>{}</answer>", "\\frac ".repeat(MB / 6)),
+        format!("<answer>18{}</answer>", " m^{".repeat(MB / 4)),
+        format!("<answer>18{}</answer>", " ^".repeat(MB / 2)),
+        format!("<answer>18{}</answer>", " /".repeat(MB / 2)),
+        format!("<answer>{}18</answer>", "=".repeat(MB)),
+        format!("\\boxed{{18{}}}", "\\,\\!\\text{x}".repeat(MB / 14)),
+        format!("\\boxed{{{}}}", "1/".repeat(MB / 2)),
     ];
-    for c in &cases {
-        grade_everything(c, c);
-        grade_everything(c, "#### 18");
-        grade_everything(c, "\\boxed{\\frac{1}{2}}");
+    for c in cases {
+        within_bound(&label(&c), move || {
+            grade_everything(&c, &c);
+            grade_everything(&c, "#### 18");
+            grade_everything(&c, "\\boxed{\\frac{1}{2}}");
+        });
     }
     let long = "x".repeat(MAX_ANSWER_BYTES + 1);
     assert_eq!(math::compare(&long, &long).how, How::TooLong);
     assert!(!math::compare(&long, "x").equal);
-    let too_long = "1".repeat(MAX_COMPLETION_BYTES + 1);
-    let s = gsm8k::grade(&too_long, "#### 1");
-    assert_eq!(s.correct, Some(false));
-    assert!(s.reason.contains("too long"), "{}", s.reason);
+    within_bound("a completion over the size cap", || {
+        let too_long = "1".repeat(MAX_COMPLETION_BYTES + 1);
+        let s = gsm8k::grade(&too_long, "#### 1");
+        assert_eq!(s.correct, Some(false));
+        assert!(s.reason.contains("too long"), "{}", s.reason);
+    });
+}
+
+/// The bound itself: a case that outlives it fails the test, and a case's own panic is not hidden.
+#[test]
+fn the_wall_clock_bound_fails_slow_cases() {
+    let slow = std::panic::catch_unwind(|| within(Duration::from_millis(50), "sleeper", || thread::sleep(Duration::from_secs(2))));
+    let message = slow.expect_err("a case past the bound fails");
+    let message = message.downcast_ref::<String>().expect("a formatted message");
+    assert!(message.contains("sleeper: still running after"), "{message}");
+    let failing = std::panic::catch_unwind(|| within_bound("failing", || panic!("the case's own failure")));
+    within_bound("quick", || ());
+    let message = failing.expect_err("a failing case fails");
+    assert_eq!(message.downcast_ref::<&str>(), Some(&"the case's own failure"));
 }
 
 #[test]
@@ -112,9 +180,12 @@ fn the_work_budget_bounds_big_unordered_comparisons() {
     let forward = items.join(", ");
     let backward: Vec<String> = items.iter().rev().cloned().collect();
     let backward = backward.join(", ");
-    let full = math::compare(&forward, &backward);
-    assert!(full.equal, "{full:?}");
-    assert!(full.steps <= STEP_BUDGET);
+    let (f, b) = (forward.clone(), backward.clone());
+    within_bound("60 polynomials against the list reversed", move || {
+        let full = math::compare(&f, &b);
+        assert!(full.equal, "{full:?}");
+        assert!(full.steps <= STEP_BUDGET);
+    });
     let small = math::compare_with_budget(&forward, &backward, 500);
     assert_eq!((small.equal, small.how), (false, How::BudgetExhausted));
     assert!(small.steps <= 500, "{small:?}");
