@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::math::value::gcd;
+
 /// An exact decimal: sign, integer digits without leading zeros, fraction digits without trailing zeros.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Decimal {
@@ -183,13 +185,6 @@ impl Decimal {
         let (int, frac) = digits.split_at(digits.len() - scale as usize);
         Decimal::new(negative, int, frac)
     }
-}
-
-fn gcd(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 /// `a / b` exactly: a [`Value::Finite`] when the quotient has a finite decimal expansion, else the

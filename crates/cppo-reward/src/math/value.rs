@@ -28,7 +28,8 @@ pub struct Ratio {
     d: i128,
 }
 
-fn gcd(mut a: u128, mut b: u128) -> u128 {
+/// Greatest common divisor (Euclid); gcd(0, 0) = 0.
+pub(crate) fn gcd(mut a: u128, mut b: u128) -> u128 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
