@@ -174,13 +174,13 @@ fn the_estimator_table() {
     assert_eq!(correct_wrong(Estimator::Rloo), pair("0.8571", "-0.2857"), "rloo");
     let rpp = Estimator::ReinforcePlusPlus { std: StdKind::Population, eps: 1e-8 };
     let rppb = Estimator::ReinforcePlusPlusBaseline { std: StdKind::Population, eps: 1e-8 };
-    assert_eq!(serde_json::to_value(&rpp).unwrap(), serde_json::json!({"kind": "reinforce-plus-plus", "std": "population", "eps": 1e-8}));
+    assert_eq!(serde_json::to_value(rpp).unwrap(), serde_json::json!({"kind": "reinforce-plus-plus", "std": "population", "eps": 1e-8}));
     let defaults: Estimator = serde_json::from_str(r#"{"kind": "reinforce-plus-plus"}"#).unwrap();
     assert_eq!(defaults, rpp, "population std and eps 1e-8 by default");
     let defaults: Estimator = serde_json::from_str(r#"{"kind": "reinforce-plus-plus-baseline"}"#).unwrap();
     assert_eq!(defaults, rppb);
-    assert_eq!(correct_wrong(rpp.clone()), pair("1.7321", "-0.5774"), "reinforce-plus-plus");
-    assert_eq!(correct_wrong(rppb.clone()), pair("1.7321", "-0.5774"), "reinforce-plus-plus-baseline");
+    assert_eq!(correct_wrong(rpp), pair("1.7321", "-0.5774"), "reinforce-plus-plus");
+    assert_eq!(correct_wrong(rppb), pair("1.7321", "-0.5774"), "reinforce-plus-plus-baseline");
     // With several questions the two REINFORCE++ variants differ.
     let batch = vec![vec![1.0, 0.0, 0.0, 0.0], vec![1.0, 1.0, 0.0, 1.0]];
     let a = rpp.advantages(&batch).unwrap();
