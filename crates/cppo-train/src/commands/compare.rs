@@ -199,7 +199,9 @@ pub fn compare(args: &CompareArgs) -> Result<CompareReport> {
             let b = questions_per_step[a] as u64;
             let (steps, limit) = match args.budget {
                 Budget::Steps(s) => ((s * grpo_questions).div_ceil(b).max(1), None),
-                Budget::Minutes(m) => (1_000_000, Some(m * 60.0)),
+                // The learning-rate schedule still spans the config's run (the same questions as
+                // GRPO's train.steps); the clock stops the arm early.
+                Budget::Minutes(m) => ((args.base.train.steps * grpo_questions).div_ceil(b).max(1), Some(m * 60.0)),
             };
             cfg.train.steps = steps;
             cfg.train.eval_before = true;
