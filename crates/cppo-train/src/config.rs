@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use cppo_core::advantage::Estimator;
 use cppo_core::loss::Aggregation;
 use cppo_core::select::{SelectionConfig, Strategy};
+use cppo_engine::WeightPrecision;
 use serde::{Deserialize, Serialize};
 
 use crate::schedule::Schedule;
@@ -137,11 +138,16 @@ pub struct GenerationSection {
     pub stop: Vec<String>,
     /// Rows decoded together.
     pub max_batch: usize,
+    /// The precision of the matrix weights rollouts are sampled with: "bf16" (a snapshot taken each
+    /// step; half the bytes per decode step, sums still in f32, as RL frameworks sample from a bf16
+    /// inference engine) or "f32" (exactly the policy being trained). The update always uses f32, and
+    /// so do evaluations.
+    pub weights: WeightPrecision,
 }
 
 impl Default for GenerationSection {
     fn default() -> Self {
-        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, stop: vec![], max_batch: 64 }
+        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, stop: vec![], max_batch: 64, weights: WeightPrecision::Bf16 }
     }
 }
 
@@ -283,8 +289,26 @@ impl TrainConfig {
         for ov in overrides {
             apply_override(&mut value, ov)?;
         }
-        let config: TrainConfig = TrainConfig::deserialize(toml::Value::Table(value))
-            .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+        let config: TrainConfig = match serde_path_to_error::deserialize(toml::Value::Table(value)) {
+            Ok(c) => c,
+            Err(e) => {
+                let msg = e.inner().to_string();
+                let msg = msg.lines().next().unwrap_or_default().to_string();
+                // serde stops at the table holding an unknown key; name the key itself.
+                let mut key = e.path().to_string();
+                if let Some(field) = msg.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+                    key = if key == "." { field.to_string() } else { format!("{key}.{field}") };
+                }
+                // When the bad key is in the file itself (not an override), toml's own parse of the
+                // text knows on which line it is.
+                let line = toml::from_str::<TrainConfig>(text)
+                    .err()
+                    .and_then(|e| e.span())
+                    .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
+                    .unwrap_or_default();
+                bail!("{key}{line}: {}", msg.trim_end());
+            }
+        };
         config.validate()?;
         Ok(config)
     }

@@ -45,12 +45,15 @@ fn overrides_set_leaves_and_tables() {
 
 #[test]
 fn unknown_keys_are_named() {
+    // The whole path of the key, not only its leaf; and its line when it is in the file.
     let e = err(MINIMAL, &["rollout.num_generation=8"]);
-    assert!(e.contains("num_generation"), "{e}");
+    assert!(e.contains("rollout.num_generation"), "{e}");
     let e = err(MINIMAL, &["loss.bta=0.1"]);
-    assert!(e.contains("bta"), "{e}");
+    assert!(e.contains("loss.bta"), "{e}");
     let e = err(&format!("{MINIMAL}\n[optim]\nlearning_rate = 1e-6\n"), &[]);
-    assert!(e.contains("learning_rate"), "{e}");
+    assert!(e.contains("optim.learning_rate") && e.contains("(line 9)"), "{e}");
+    let e = err(MINIMAL, &["generation.temperature=\"hot\""]);
+    assert!(e.contains("generation.temperature"), "{e}");
 }
 
 #[test]
