@@ -23,6 +23,7 @@ fn smollm2_135m() -> ModelConfig {
 }
 
 fn main() {
+    cppo_model::alloc::keep_freed_memory();
     let threads = candle_core::utils::get_num_threads();
     let cfg = smollm2_135m();
     let dec = Decoder::random(&cfg, 0, &Device::Cpu).unwrap().frozen_copy().unwrap();

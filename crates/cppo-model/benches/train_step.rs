@@ -80,6 +80,7 @@ fn run(label: &str, tokens_per_step: usize, iters: usize, mut step: impl FnMut()
 }
 
 fn main() {
+    cppo_model::alloc::keep_freed_memory();
     let threads = candle_core::utils::get_num_threads();
     let cfg = smollm2_135m();
     let dec = Decoder::random(&cfg, 0, &Device::Cpu).unwrap();

@@ -7,6 +7,7 @@ pub mod weights;
 pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use weights::Weights;
 
+pub mod alloc;
 pub mod chat_template;
 pub mod error;
 pub mod fetch;
@@ -26,5 +27,5 @@ pub mod decoder;
 pub mod kv_cache;
 pub mod ops;
 
-pub use decoder::{CompletionLogProbs, Decoder, DecoderError};
+pub use decoder::{CompletionLogProbs, Decoder, DecoderError, RolloutWeights};
 pub use kv_cache::KvCache;
