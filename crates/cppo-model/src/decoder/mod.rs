@@ -18,6 +18,7 @@ use candle_core::{DType, Device, Tensor, Var};
 
 pub use error::{DecoderError, Result};
 pub use random::{random_weights, RandomInit};
+pub use infer::RolloutWeights;
 pub use train::CompletionLogProbs;
 
 use crate::config::ModelConfig;

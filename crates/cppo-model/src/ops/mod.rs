@@ -89,7 +89,7 @@ impl Float for f32 {
     fn skinny(y: &mut [f32], x: &[f32], w: &[f32], din: usize, dout: usize, add: bool) -> bool {
         let n = x.len() / din.max(1);
         n <= skinny::MAX_ROWS
-            && skinny::matmul_many(x, n, din, &mut [skinny::Out { w, n: dout, y, ys: dout, add }], gemm::threads())
+            && skinny::matmul_many(x, n, din, &mut [skinny::Out { w: skinny::Weight::F32(w), n: dout, y, ys: dout, add }], gemm::threads())
     }
 }
 
