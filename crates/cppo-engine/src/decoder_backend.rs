@@ -1,33 +1,65 @@
 //! The engine's view of the decoder's inference path.
 
 use anyhow::Result;
-use cppo_model::{Decoder, KvCache};
+use cppo_model::{Decoder, KvCache, RolloutWeights};
+use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
 
-pub struct DecoderBackend<'a>(pub &'a Decoder);
+/// The precision of the matrix weights a generation reads. `Bf16` streams half the bytes per decode
+/// step (the products still sum in f32), as RL frameworks sample from a bf16 inference engine while
+/// training f32 weights; `F32` reproduces the training path's greedy tokens exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightPrecision {
+    #[default]
+    F32,
+    Bf16,
+}
+
+pub struct DecoderBackend<'a> {
+    decoder: &'a Decoder,
+    half: Option<RolloutWeights>,
+}
+
+impl<'a> DecoderBackend<'a> {
+    /// Generation from the decoder's current weights; a bf16 snapshot is taken now, so weights
+    /// updated later are not seen by this backend.
+    pub fn new(decoder: &'a Decoder, precision: WeightPrecision) -> Result<Self> {
+        let half = match precision {
+            WeightPrecision::F32 => None,
+            WeightPrecision::Bf16 => Some(decoder.rollout_weights()?),
+        };
+        Ok(DecoderBackend { decoder, half })
+    }
+
+    /// f32 weights (no snapshot to take, so it cannot fail).
+    pub fn f32(decoder: &'a Decoder) -> Self {
+        DecoderBackend { decoder, half: None }
+    }
+}
 
 impl Backend for DecoderBackend<'_> {
     type Cache = KvCache;
 
     fn vocab_size(&self) -> usize {
-        self.0.config().vocab_size
+        self.decoder.config().vocab_size
     }
 
     fn new_cache(&self, rows: usize, max_len: usize) -> Result<KvCache> {
-        Ok(self.0.new_cache(rows, max_len)?)
+        Ok(self.decoder.new_cache(rows, max_len)?)
     }
 
     fn prefill(&self, cache: &mut KvCache, row: usize, tokens: &[u32]) -> Result<Vec<f32>> {
         cache.reset_row(row)?;
-        Ok(self.0.prefill_logits(tokens, cache, row)?)
+        Ok(self.decoder.prefill_logits_with(tokens, cache, row, self.half.as_ref())?)
     }
 
     fn copy_row(&self, cache: &mut KvCache, from: usize, to: &[usize]) -> Result<()> {
-        Ok(self.0.copy_row(cache, from, to)?)
+        Ok(self.decoder.copy_row(cache, from, to)?)
     }
 
     fn decode(&self, cache: &mut KvCache, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
-        Ok(self.0.decode_step_logits(tokens, rows, cache)?)
+        Ok(self.decoder.decode_step_logits_with(tokens, rows, cache, self.half.as_ref())?)
     }
 }

@@ -8,6 +8,6 @@ pub mod sampling;
 pub mod stop;
 
 pub use backend::Backend;
-pub use decoder_backend::DecoderBackend;
+pub use decoder_backend::{DecoderBackend, WeightPrecision};
 pub use engine::{generate, Completion, EngineOptions, Finish, GenerationStats, Request};
 pub use sampling::SamplingParams;

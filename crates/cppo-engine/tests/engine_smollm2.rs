@@ -29,7 +29,7 @@ fn no_text(_: &[u32]) -> String {
 #[test]
 fn batched_greedy_with_shared_prompts_matches_the_reference_and_sampling_is_seeded() {
     let (decoder, eos, cases) = setup();
-    let backend = DecoderBackend(&decoder);
+    let backend = DecoderBackend::f32(&decoder);
     // Every case three times in one batch of 9 rows (rows of different lengths, finishing at different
     // times), and again through a batch of 2 rows so rows are refilled.
     let requests: Vec<Request> = cases.iter().map(|c| Request { prompt: c.prompt.clone(), n: 3 }).collect();
@@ -58,7 +58,7 @@ fn batched_greedy_with_shared_prompts_matches_the_reference_and_sampling_is_seed
 #[test]
 fn sampled_log_probs_match_teacher_forcing() {
     let (decoder, eos, cases) = setup();
-    let backend = DecoderBackend(&decoder);
+    let backend = DecoderBackend::f32(&decoder);
     let requests = vec![Request { prompt: cases[1].prompt.clone(), n: 4 }];
     let opts = EngineOptions { max_batch: 4, eos, seed: 1 };
     let params = SamplingParams { temperature: 1.0, max_new_tokens: 16, ..Default::default() };
@@ -71,4 +71,39 @@ fn sampled_log_probs_match_teacher_forcing() {
             assert!((x - lp[j][t]).abs() < 1e-3, "sample {j} token {t}: engine {x} vs teacher-forced {}", lp[j][t]);
         }
     }
+}
+
+/// Rollouts from the bf16 weight snapshot stay close to the f32 policy: along the reference greedy
+/// sequences, the log-prob of every reference token moves by little and the greedy choice almost
+/// never changes.
+#[test]
+fn bf16_rollout_weights_stay_close_to_the_f32_policy() {
+    let (decoder, _, cases) = setup();
+    let half = decoder.rollout_weights().unwrap();
+    let vocab = decoder.config().vocab_size;
+    let log_softmax = |l: &[f32]| {
+        let m = l.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let z = l.iter().map(|&x| ((x - m) as f64).exp()).sum::<f64>().ln() as f32 + m;
+        l.iter().map(|&x| x - z).collect::<Vec<f32>>()
+    };
+    let argmax = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
+    let (mut worst, mut agree, mut total) = (0f32, 0usize, 0usize);
+    for c in &cases {
+        let len = c.prompt.len() + c.greedy.len();
+        let (mut full, mut bf) = (decoder.new_cache(1, len).unwrap(), decoder.new_cache(1, len).unwrap());
+        let mut a = decoder.prefill_logits(&c.prompt, &mut full, 0).unwrap();
+        let mut b = decoder.prefill_logits_with(&c.prompt, &mut bf, 0, Some(&half)).unwrap();
+        for &t in &c.greedy {
+            let (la, lb) = (log_softmax(&a), log_softmax(&b));
+            worst = worst.max((la[t as usize] - lb[t as usize]).abs());
+            agree += (argmax(&a) == argmax(&b)) as usize;
+            total += 1;
+            a = decoder.decode_step_logits(&[t], &[0], &mut full).unwrap();
+            b = decoder.decode_step_logits_with(&[t], &[0], &mut bf, Some(&half)).unwrap();
+            assert_eq!((a.len(), b.len()), (vocab, vocab));
+        }
+    }
+    eprintln!("bf16 vs f32 along {total} reference tokens: largest log-prob change {worst:.4}, greedy agreement {agree}/{total}");
+    assert!(worst < 0.1, "a reference token's log-prob moved by {worst}");
+    assert!(agree * 100 >= total * 95, "greedy agreement {agree}/{total}");
 }

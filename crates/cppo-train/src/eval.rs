@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Result;
 use cppo_core::passk::{avg_at_n, pass_at_k};
 use cppo_core::Problem;
-use cppo_engine::{Finish, SamplingParams};
+use cppo_engine::{Finish, SamplingParams, WeightPrecision};
 use cppo_model::{ChatTokenizer, Decoder};
 use cppo_reward::{AccuracyReward, Reward};
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ pub fn evaluate(
         stop: settings.stop.clone(),
     };
     let req = RolloutRequest { problems, prompts, group_size: settings.samples };
-    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, settings.max_batch, settings.seed, |_| {})?;
+    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, settings.max_batch, settings.seed, WeightPrecision::F32, |_| {})?;
     let grader = AccuracyReward;
     let mut records = Vec::with_capacity(groups.len());
     let mut all_correct = Vec::new();

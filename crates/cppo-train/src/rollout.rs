@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use cppo_core::Problem;
-use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams};
+use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams, WeightPrecision};
 use cppo_model::{ChatTokenizer, Decoder};
 use cppo_reward::Reward;
 
@@ -66,13 +66,14 @@ pub fn generate_groups(
     params: &SamplingParams,
     max_batch: usize,
     seed: u64,
+    precision: WeightPrecision,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
     let requests: Vec<Request> =
         req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
     let options = EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed };
     let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
-    let backend = cppo_engine::DecoderBackend(policy);
+    let backend = cppo_engine::DecoderBackend::new(policy, precision)?;
     let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
     let mut out = Vec::with_capacity(groups.len());
     for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {

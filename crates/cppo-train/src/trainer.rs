@@ -188,6 +188,7 @@ impl Trainer {
             &self.sampling(),
             self.cfg.generation.max_batch,
             self.step_seed(step),
+            self.cfg.generation.weights,
             on_generated,
         )?;
         times.generation = t.elapsed().as_secs_f64();

@@ -59,7 +59,8 @@ enum Command {
         /// GRPO's step count; every other arm trains on the same questions (default: the config's train.steps).
         #[arg(long, conflicts_with = "budget_minutes")]
         budget_steps: Option<u64>,
-        /// Training minutes per arm instead.
+        /// Training minutes per arm instead: each arm runs the config's schedule (train.steps of GRPO's
+        /// questions) and stops when its minutes are spent.
         #[arg(long)]
         budget_minutes: Option<f64>,
         /// Held-out evaluations per run besides the one before training.
@@ -108,6 +109,9 @@ enum BenchCommand {
         batch: Vec<usize>,
         #[arg(long, default_value_t = 128)]
         new_tokens: usize,
+        /// Weight precisions to measure, each at every batch size.
+        #[arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = parse_precision)]
+        weights: Vec<cppo_engine::WeightPrecision>,
     },
     Step {
         #[arg(long, default_value = "smollm2-135m-instruct")]
@@ -190,7 +194,16 @@ struct GenerateCli {
     json: bool,
 }
 
+fn parse_precision(s: &str) -> Result<cppo_engine::WeightPrecision, String> {
+    match s {
+        "f32" => Ok(cppo_engine::WeightPrecision::F32),
+        "bf16" => Ok(cppo_engine::WeightPrecision::Bf16),
+        other => Err(format!("unknown weight precision {other:?} (f32 or bf16)")),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    cppo_model::alloc::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
         Command::Quickstart { out, smoke, set } => {
@@ -238,32 +251,11 @@ fn main() -> anyhow::Result<()> {
             println!("{}", commands::compare::table(&report));
             eprintln!("wrote {0}/compare.json, {0}/accuracy_vs_time.png and {0}/time_per_phase.png", out.display());
         }
-        Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens } } => {
-            let b = commands::bench::bench_generate(&model, &batch, new_tokens)?;
-            println!("model {} ({:.1}M parameters), prompt {} tokens, {} new tokens per row", b.model, b.parameters as f64 / 1e6, b.prompt_tokens, new_tokens);
-            println!("f32 matmul (512x576x1536, candle gemm): {:.1} GFLOP/s", b.matmul_gflops);
-            println!("| batch | questions x samples | tokens/s | seconds (prefill / decode / sampling) | share of matmul peak |\n|---|---|---|---|---|");
-            for r in &b.rows {
-                println!(
-                    "| {} | {} x {} | {:.1} | {:.2} ({:.2} / {:.2} / {:.2}) | {:.0}% |",
-                    r.batch, r.questions, r.samples_per_question, r.tokens_per_second, r.seconds,
-                    r.prefill_seconds, r.decode_seconds, r.sampling_seconds, 100.0 * r.fraction_of_matmul_peak
-                );
-            }
-            if let (Some(first), Some(last)) = (b.rows.first(), b.rows.last()) {
-                println!("batch {} / batch {}: {:.1}x the aggregate tokens/s", last.batch, first.batch, last.tokens_per_second / first.tokens_per_second);
-            }
+        Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
+            print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());
         }
         Command::Bench { what: BenchCommand::Step { model, max_new_tokens } } => {
-            let b = commands::bench::bench_step(&model, max_new_tokens)?;
-            println!("model {}, prompt {} tokens, <= {} new tokens, beta = 0.04 (reference forward included)", b.model, b.prompt_tokens, b.max_new_tokens);
-            println!("| step | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|");
-            for t in [&b.grpo_16, &b.cppo_16, &b.grpo_8] {
-                println!("| {} | {} | {} | {} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |", t.label, t.completions_generated, t.completions_kept, t.loss_tokens, t.generation, t.reward, t.reference, t.policy, t.optimizer, t.total);
-            }
-            println!("CPPO / GRPO at G = 16: policy phase {:.3}x, loss tokens {:.3}x, update (reference + policy + optimizer) {:.3}x",
-                b.policy_ratio, b.kept_ratio,
-                (b.cppo_16.reference + b.cppo_16.policy + b.cppo_16.optimizer) / (b.grpo_16.reference + b.grpo_16.policy + b.grpo_16.optimizer));
+            print!("{}", commands::bench::bench_step(&model, max_new_tokens)?.table());
         }
         Command::Eval(a) => {
             let settings = EvalSettings {

@@ -7,7 +7,7 @@ use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_data::{Dataset, PromptTemplate};
-use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams};
+use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams, WeightPrecision};
 use cppo_model::Decoder;
 use serde::Serialize;
 
@@ -35,6 +35,7 @@ pub fn matmul_gflops() -> Result<f64> {
 #[derive(Clone, Debug, Serialize)]
 pub struct GenerateRow {
     pub batch: usize,
+    pub weights: WeightPrecision,
     pub questions: usize,
     pub samples_per_question: usize,
     pub new_tokens: usize,
@@ -57,9 +58,62 @@ pub struct GenerateBench {
     pub rows: Vec<GenerateRow>,
 }
 
+impl GenerateBench {
+    /// The figures as a Markdown table, with the largest batch's speedup over the smallest.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "model {} ({:.1}M parameters), prompt {} tokens, {} new tokens per row\nf32 matmul (512x576x1536, candle gemm): {:.1} GFLOP/s\n",
+            self.model,
+            self.parameters as f64 / 1e6,
+            self.prompt_tokens,
+            self.rows.first().map_or(0, |r| r.new_tokens),
+            self.matmul_gflops
+        );
+        out += "| batch | weights | questions x samples | tokens/s | seconds (prefill / decode / sampling) | share of matmul peak |\n|---|---|---|---|---|---|\n";
+        for r in &self.rows {
+            out += &format!(
+                "| {} | {} | {} x {} | {:.1} | {:.2} ({:.2} / {:.2} / {:.2}) | {:.0}% |\n",
+                r.batch,
+                precision_name(r.weights),
+                r.questions,
+                r.samples_per_question,
+                r.tokens_per_second,
+                r.seconds,
+                r.prefill_seconds,
+                r.decode_seconds,
+                r.sampling_seconds,
+                100.0 * r.fraction_of_matmul_peak
+            );
+        }
+        for w in [WeightPrecision::F32, WeightPrecision::Bf16] {
+            let rows: Vec<&GenerateRow> = self.rows.iter().filter(|r| r.weights == w).collect();
+            if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+                if first.batch != last.batch {
+                    out += &format!(
+                        "{} weights: batch {} / batch {}: {:.1}x the aggregate tokens/s\n",
+                        precision_name(w),
+                        last.batch,
+                        first.batch,
+                        last.tokens_per_second / first.tokens_per_second
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+fn precision_name(w: WeightPrecision) -> &'static str {
+    match w {
+        WeightPrecision::F32 => "f32",
+        WeightPrecision::Bf16 => "bf16",
+    }
+}
+
 /// Decodes `new_tokens` per row (end-of-sequence ignored, so every row runs to the limit) at the given
-/// batch sizes; a batch of 16 or more is made of questions of 16 samples each.
-pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize) -> Result<GenerateBench> {
+/// batch sizes, with each weight precision in turn; a batch of 16 or more is made of questions of 16
+/// samples each.
+pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisions: &[WeightPrecision]) -> Result<GenerateBench> {
     let loaded = cppo_model::load_model(&resolve_model_path(model)?, DType::F32, &Device::Cpu)?;
     let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
     let parameters: usize = loaded.weights.tensors.values().map(|t| t.elem_count()).sum();
@@ -69,28 +123,32 @@ pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize) -> Resu
     let gflops = matmul_gflops()?;
     let params = SamplingParams { temperature: 1.0, max_new_tokens: new_tokens, ..Default::default() };
     let mut rows = Vec::new();
-    for &batch in batches {
-        let per_question = batch.min(16);
-        let questions = batch.div_ceil(per_question);
-        let requests: Vec<Request> = (0..questions).map(|_| Request { prompt: prompt.clone(), n: per_question }).collect();
-        let options = EngineOptions { max_batch: batch, eos: vec![], seed: 0 };
-        let t = Instant::now();
-        let (out, stats) = generate(&DecoderBackend(&decoder), &requests, &params, &options, &|_| String::new(), |_| {})?;
-        let seconds = t.elapsed().as_secs_f64();
-        let tokens: usize = out.iter().flatten().map(|c| c.tokens.len()).sum();
-        let tps = tokens as f64 / seconds;
-        rows.push(GenerateRow {
-            batch,
-            questions,
-            samples_per_question: per_question,
-            new_tokens,
-            seconds,
-            tokens_per_second: tps,
-            fraction_of_matmul_peak: tps * 2.0 * parameters as f64 / (gflops * 1e9),
-            prefill_seconds: stats.prefill_seconds,
-            decode_seconds: stats.decode_seconds,
-            sampling_seconds: stats.sampling_seconds,
-        });
+    for &weights in precisions {
+        for &batch in batches {
+            let per_question = batch.min(16);
+            let questions = batch.div_ceil(per_question);
+            let requests: Vec<Request> = (0..questions).map(|_| Request { prompt: prompt.clone(), n: per_question }).collect();
+            let options = EngineOptions { max_batch: batch, eos: vec![], seed: 0 };
+            let t = Instant::now();
+            let backend = DecoderBackend::new(&decoder, weights)?;
+            let (out, stats) = generate(&backend, &requests, &params, &options, &|_| String::new(), |_| {})?;
+            let seconds = t.elapsed().as_secs_f64();
+            let tokens: usize = out.iter().flatten().map(|c| c.tokens.len()).sum();
+            let tps = tokens as f64 / seconds;
+            rows.push(GenerateRow {
+                batch,
+                weights,
+                questions,
+                samples_per_question: per_question,
+                new_tokens,
+                seconds,
+                tokens_per_second: tps,
+                fraction_of_matmul_peak: tps * 2.0 * parameters as f64 / (gflops * 1e9),
+                prefill_seconds: stats.prefill_seconds,
+                decode_seconds: stats.decode_seconds,
+                sampling_seconds: stats.sampling_seconds,
+            });
+        }
     }
     Ok(GenerateBench { model: model.to_string(), prompt_tokens: prompt.len(), matmul_gflops: gflops, parameters, rows })
 }
@@ -98,6 +156,8 @@ pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize) -> Resu
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StepTimes {
     pub label: String,
+    pub rollout_weights: String,
+    pub beta: f64,
     pub completions_generated: usize,
     pub completions_kept: usize,
     pub loss_tokens: usize,
@@ -120,12 +180,49 @@ pub struct StepBench {
     /// CPPO's policy phase over GRPO's, and its kept count over GRPO's (ideally equal).
     pub policy_ratio: f64,
     pub kept_ratio: f64,
-    /// A whole GRPO step at G = 8.
+    /// Whole GRPO steps at G = 8: with the KL term (beta = 0.04), without it on the same rollouts
+    /// (TRL's default, beta = 0, builds no reference), and with f32 rollout weights.
     pub grpo_8: StepTimes,
+    pub grpo_8_no_kl: StepTimes,
+    pub grpo_8_f32: StepTimes,
 }
 
-/// Times one step's phases. The update of each arm runs on the very same rollouts; the KL term
-/// (beta = 0.04) makes the reference phase count too.
+impl StepBench {
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "model {}, prompt {} tokens, <= {} new tokens; rollouts from bf16 weights unless marked f32\n",
+            self.model, self.prompt_tokens, self.max_new_tokens
+        );
+        out += "| step | rollout weights | beta | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for t in [&self.grpo_16, &self.cppo_16, &self.grpo_8, &self.grpo_8_no_kl, &self.grpo_8_f32] {
+            out += &format!(
+                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+                t.label,
+                t.rollout_weights,
+                t.beta,
+                t.completions_generated,
+                t.completions_kept,
+                t.loss_tokens,
+                t.generation,
+                t.reward,
+                t.reference,
+                t.policy,
+                t.optimizer,
+                t.total
+            );
+        }
+        let update = |t: &StepTimes| t.reference + t.policy + t.optimizer;
+        out += &format!(
+            "CPPO / GRPO at G = 16: policy phase {:.3}x, loss tokens {:.3}x, update (reference + policy + optimizer) {:.3}x\n",
+            self.policy_ratio,
+            self.kept_ratio,
+            update(&self.cppo_16) / update(&self.grpo_16)
+        );
+        out
+    }
+}
+
+/// Times one step's phases. The updates of the arms of one batch run on the very same rollouts.
 pub fn bench_step(model: &str, max_new_tokens: usize) -> Result<StepBench> {
     let path = resolve_model_path(model)?;
     let loaded = cppo_model::load_model(&path, DType::F32, &Device::Cpu)?;
@@ -136,34 +233,37 @@ pub fn bench_step(model: &str, max_new_tokens: usize) -> Result<StepBench> {
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
-    let loss = LossSection { beta: 0.04, ..Default::default() };
     let vars = policy.vars();
     let mut optimizer = AdamW::new(&vars, AdamWConfig::default());
     let mut grads = GradAccumulator::new(&vars);
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
-    let mut one = |label: &str, g: usize, strategies: &[(&str, Strategy)]| -> Result<Vec<StepTimes>> {
+    let mut one = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64)]| -> Result<Vec<StepTimes>> {
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
-        let (mut rollouts, _) = generate_groups(&policy, tok, &req, &params, 64, 11, |_| {})?;
+        let (mut rollouts, _) = generate_groups(&policy, tok, &req, &params, 64, 11, weights, |_| {})?;
         let generation = t.elapsed().as_secs_f64();
         let t = Instant::now();
         score_groups(&mut rollouts, &rewards);
         let reward = t.elapsed().as_secs_f64();
         let shared = t_all.elapsed().as_secs_f64();
         let mut out = Vec::new();
-        for (name, strategy) in strategies {
+        for (name, strategy, beta) in arms {
+            let loss = LossSection { beta: *beta, ..Default::default() };
             let sel = SelectionConfig { strategy: strategy.clone(), ..Default::default() }
                 .select(&rollouts.iter().map(|r| r.rewards.clone()).collect::<Vec<_>>(), 0)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let batch = build_batch(&rollouts, &sel, &loss, max_new_tokens as f64, 4096)?;
             let t = Instant::now();
-            let o = Updater { policy: &policy, reference: Some(&reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads, loss: &loss }
+            let reference = (*beta > 0.0).then_some(&reference);
+            let o = Updater { policy: &policy, reference, vars: &vars, optimizer: &mut optimizer, grads: &mut grads, loss: &loss }
                 .run(&batch, |_| 1e-6)?;
             let update = t.elapsed().as_secs_f64();
             out.push(StepTimes {
                 label: format!("{label} {name}"),
+                rollout_weights: precision_name(weights).to_string(),
+                beta: *beta,
                 completions_generated: g,
                 completions_kept: batch.items.len(),
                 loss_tokens: batch.loss_tokens,
@@ -177,10 +277,12 @@ pub fn bench_step(model: &str, max_new_tokens: usize) -> Result<StepBench> {
         }
         Ok(out)
     };
+    let bf16 = WeightPrecision::Bf16;
     // Warm the allocator and caches once so the first measured phase is not penalised.
-    one("warm-up", 2, &[("grpo", Strategy::All)])?;
-    let sixteen = one("G=16", 16, &[("grpo", Strategy::All), ("cppo P=0.875", Strategy::Cppo { pruning_rate: 0.875 })])?;
-    let eight = one("G=8", 8, &[("grpo", Strategy::All)])?;
+    one("warm-up", 2, bf16, &[("grpo", Strategy::All, 0.04)])?;
+    let sixteen = one("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04), ("cppo P=0.875", Strategy::Cppo { pruning_rate: 0.875 }, 0.04)])?;
+    let eight = one("G=8", 8, bf16, &[("grpo", Strategy::All, 0.04), ("grpo", Strategy::All, 0.0)])?;
+    let eight_f32 = one("G=8", 8, WeightPrecision::F32, &[("grpo", Strategy::All, 0.04)])?;
     let (grpo, cppo) = (sixteen[0].clone(), sixteen[1].clone());
     Ok(StepBench {
         model: model.to_string(),
@@ -191,5 +293,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize) -> Result<StepBench> {
         grpo_16: grpo,
         cppo_16: cppo,
         grpo_8: eight[0].clone(),
+        grpo_8_no_kl: eight[1].clone(),
+        grpo_8_f32: eight_f32[0].clone(),
     })
 }

@@ -75,7 +75,7 @@ pub fn run(args: &GenerateArgs) -> Result<Vec<GeneratedText>> {
         .collect::<Result<Vec<_>>>()?;
     let options = EngineOptions { max_batch: args.max_batch, eos: tok.eos_token_ids().to_vec(), seed: args.seed };
     let detok = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
-    let (groups, _) = generate(&cppo_engine::DecoderBackend(&decoder), &requests, &args.params, &options, &detok, |_| {})?;
+    let (groups, _) = generate(&cppo_engine::DecoderBackend::f32(&decoder), &requests, &args.params, &options, &detok, |_| {})?;
     let mut out = Vec::new();
     for (p, group) in groups.into_iter().enumerate() {
         for (s, c) in group.into_iter().enumerate() {
