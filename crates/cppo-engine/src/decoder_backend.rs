@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
 
-/// The precision of the matrix weights a generation reads. `Bf16` streams half the bytes per decode
-/// step (the products still sum in f32), as RL frameworks sample from a bf16 inference engine while
-/// training f32 weights; `F32` reproduces the training path's greedy tokens exactly.
+/// The precision of the matrix products of a generation. `Bf16` reads a bf16 snapshot of the weights
+/// (half the bytes per decode step) and, on CPUs with AVX512-BF16, rounds the products' inputs to bf16
+/// too (sums stay f32), as RL frameworks sample from a bf16 inference engine while training f32
+/// weights; `F32` reproduces the training path's greedy tokens exactly.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightPrecision {

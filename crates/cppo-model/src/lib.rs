@@ -27,5 +27,5 @@ pub mod decoder;
 pub mod kv_cache;
 pub mod ops;
 
-pub use decoder::{CompletionLogProbs, Decoder, DecoderError, RolloutWeights};
+pub use decoder::{sequence_fingerprint, CompletionLogProbs, Decoder, DecoderError, RolloutWeights};
 pub use kv_cache::KvCache;

@@ -111,6 +111,11 @@ pub struct RolloutSection {
     pub questions_per_step: usize,
     /// CPPO's dynamic completion allocation.
     pub allocation: bool,
+    /// With `dynamic_sampling`: how many batches of questions a step may draw (DAPO's
+    /// `max_num_gen_batches`). When fewer than the planned number of questions have rewards that differ,
+    /// the step draws and generates another batch of the planned size, up to this many batches in all,
+    /// then trains on the first planned number of informative groups. 0 or 1: no refill.
+    pub max_sampling_rounds: usize,
     #[serde(flatten)]
     pub selection: SelectionConfig,
 }
@@ -121,6 +126,7 @@ impl Default for RolloutSection {
             num_generations: 16,
             questions_per_step: 1,
             allocation: false,
+            max_sampling_rounds: 4,
             selection: SelectionConfig::default(),
         }
     }
@@ -138,10 +144,10 @@ pub struct GenerationSection {
     pub stop: Vec<String>,
     /// Rows decoded together.
     pub max_batch: usize,
-    /// The precision of the matrix weights rollouts are sampled with: "bf16" (a snapshot taken each
-    /// step; half the bytes per decode step, sums still in f32, as RL frameworks sample from a bf16
-    /// inference engine) or "f32" (exactly the policy being trained). The update always uses f32, and
-    /// so do evaluations.
+    /// The precision of the matrix products rollouts are sampled with: "bf16" (a bf16 snapshot of the
+    /// weights taken each step, bf16 inputs where the CPU has AVX512-BF16, sums in f32, as RL
+    /// frameworks sample from a bf16 inference engine) or "f32" (exactly the policy being trained).
+    /// The update always uses f32, and so do evaluations.
     pub weights: WeightPrecision,
 }
 
@@ -249,11 +255,15 @@ pub struct LoopSection {
     pub eval_before: bool,
     /// Write every completion with its reward to `completions.jsonl`.
     pub log_completions: bool,
+    /// Keep at most this many `checkpoints/step-N` folders (the newest ones, always including the one
+    /// `latest` names); older ones are deleted after each successful save. None (the default) keeps all,
+    /// as does the Hugging Face Trainer's `save_total_limit` when unset.
+    pub save_total_limit: Option<usize>,
 }
 
 impl Default for LoopSection {
     fn default() -> Self {
-        LoopSection { steps: 100, eval_every: 0, save_every: 0, eval_before: true, log_completions: false }
+        LoopSection { steps: 100, eval_every: 0, save_every: 0, eval_before: true, log_completions: false, save_total_limit: None }
     }
 }
 
@@ -389,6 +399,9 @@ impl TrainConfig {
         if self.train.steps == 0 {
             bail!("train.steps must be at least 1");
         }
+        if self.train.save_total_limit == Some(0) {
+            bail!("train.save_total_limit = 0 would delete every checkpoint: give at least 1, or leave it out to keep all");
+        }
         let e = &self.eval;
         if e.samples == 0 {
             bail!("eval.samples must be at least 1");
@@ -447,6 +460,31 @@ impl TrainConfig {
     pub fn estimator(&self) -> &Estimator {
         &self.rollout.selection.estimator
     }
+}
+
+/// The dotted keys whose values differ between two configurations, each with both values
+/// (`optim.lr: 0.01 -> 0.02`), in key order. A key present in only one of them shows `(unset)`.
+pub fn config_differences(a: &TrainConfig, b: &TrainConfig) -> Result<Vec<(String, String, String)>> {
+    fn walk(prefix: &str, a: Option<&toml::Value>, b: Option<&toml::Value>, out: &mut Vec<(String, String, String)>) {
+        match (a, b) {
+            (Some(toml::Value::Table(x)), Some(toml::Value::Table(y))) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, x.get(k), y.get(k), out);
+                }
+            }
+            (x, y) if x == y => {}
+            (x, y) => {
+                let show = |v: Option<&toml::Value>| v.map_or("(unset)".to_string(), |v| v.to_string());
+                out.push((prefix.to_string(), show(x), show(y)));
+            }
+        }
+    }
+    let (a, b) = (toml::Value::try_from(a)?, toml::Value::try_from(b)?);
+    let mut out = Vec::new();
+    walk("", Some(&a), Some(&b), &mut out);
+    Ok(out)
 }
 
 /// Sets one dotted key. The value is parsed as TOML (`8`, `0.5`, `true`, `"x"`, `{ kind = "cppo" }`); a

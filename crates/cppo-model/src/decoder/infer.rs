@@ -24,10 +24,11 @@ enum Placement<'a> {
 }
 
 /// A bf16 copy of the decoder's matrix weights for the generation path: a decode step streams every
-/// weight from memory, so half the bytes make a step at a few rows up to ~1.5x faster (`cppo bench
-/// generate`). Products still take f32 inputs and sum in f32; only the weights are rounded (to the
-/// nearest bf16, as a checkpoint saved in bf16 would be). Norms, embeddings looked up and attention
-/// stay in f32. A snapshot: weights updated afterwards are not seen, so take one per generation.
+/// weight from memory, so half the bytes make a step at a few rows faster, and on CPUs with
+/// AVX512-BF16 the products' inputs are rounded to bf16 too, which doubles the products per
+/// instruction at many rows (`cppo bench generate`). Sums stay f32, and so do norms, embeddings
+/// looked up, attention and the KV cache. A snapshot: weights updated afterwards are not seen, so take
+/// one per generation.
 pub struct RolloutWeights {
     /// Indexed like `Decoder::params()`; `None` for weights the generation path reads in f32.
     half: Vec<Option<Vec<u16>>>,

@@ -12,6 +12,7 @@ mod slices;
 mod tape;
 mod train;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor, Var};
@@ -87,6 +88,32 @@ pub struct Decoder {
     /// `None` when the output projection is tied to the embedding.
     pub(crate) lm_head: Option<Param>,
     pub(crate) rope: Arc<RopeTable>,
+    /// What `completion_logprobs*` has scored, shared by clones (not by `frozen_copy`).
+    scored: Arc<ScoredCompletions>,
+}
+
+/// A running count of the completions a decoder has scored through `completion_logprobs` and
+/// `completion_logprobs_detached` (one forward row each), with an order-independent fingerprint of their
+/// token sequences, so a caller can check which completions reached a forward pass without hooks.
+/// Clones of a decoder share it; `frozen_copy` starts a fresh one. Two relaxed atomic adds per call.
+#[derive(Debug, Default)]
+struct ScoredCompletions {
+    rows: AtomicU64,
+    fingerprint: AtomicU64,
+}
+
+/// The fingerprint of one token sequence (FNV-1a over its tokens, then a final mix); the fingerprint
+/// of a multiset of sequences is the wrapping sum of theirs.
+pub fn sequence_fingerprint(tokens: &[u32]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &t in tokens {
+        for b in t.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h ^= tokens.len() as u64;
+    h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
 }
 
 /// The Hugging Face name of a tensor of layer `i`.
@@ -244,6 +271,7 @@ impl Decoder {
             norm,
             lm_head,
             rope: Arc::new(rope),
+            scored: Arc::default(),
         })
     }
 
@@ -268,6 +296,24 @@ impl Decoder {
 
     pub fn is_trainable(&self) -> bool {
         self.trainable
+    }
+
+    /// Completions scored so far by `completion_logprobs` and `completion_logprobs_detached` of this
+    /// decoder and its clones (each completion of each call counts once: one forward row).
+    pub fn scored_completion_rows(&self) -> u64 {
+        self.scored.rows.load(Ordering::Relaxed)
+    }
+
+    /// The wrapping sum of `sequence_fingerprint` over every completion counted by
+    /// `scored_completion_rows`: equal to the same sum over the completions a caller meant to score.
+    pub fn scored_completion_fingerprint(&self) -> u64 {
+        self.scored.fingerprint.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_scored(&self, completions: &[&[u32]]) {
+        let sum = completions.iter().fold(0u64, |acc, c| acc.wrapping_add(sequence_fingerprint(c)));
+        self.scored.rows.fetch_add(completions.len() as u64, Ordering::Relaxed);
+        self.scored.fingerprint.fetch_add(sum, Ordering::Relaxed);
     }
 
     /// Every weight in a fixed order (that of `vars()` and `expected_tensors`).
@@ -319,6 +365,7 @@ impl Decoder {
             }
         }
         d.trainable = false;
+        d.scored = Arc::default();
         Ok(d)
     }
 

@@ -114,7 +114,9 @@ impl Decoder {
                 mask[j * lmax + t] = 1.0;
             }
         }
-        self.score(&tokens, AttnLayout::shared_prefix(lp, &fed), gather, mask, grad)
+        let out = self.score(&tokens, AttnLayout::shared_prefix(lp, &fed), gather, mask, grad)?;
+        self.count_scored(completions);
+        Ok(out)
     }
 
     /// Log-probabilities of the tokens of independent sequences, each given the ones before it:
