@@ -229,3 +229,42 @@ fn sequence_log_probs_match_log_softmax_of_the_logits() {
         }
     }
 }
+
+/// Every size class of the generation path's products: a prompt over 128 tokens (the general multiply),
+/// 100 decode rows (two chunks of the few-row kernel) and 200 decode rows (the general multiply again),
+/// each row checked against the training path; and the bf16 rollout snapshot close to f32 at 100 rows.
+#[test]
+fn wide_decode_steps_and_long_prompts_take_every_product_path() {
+    let (_, mut cfg) = families().into_iter().next().unwrap();
+    cfg.max_position_embeddings = 512;
+    let dec = decoder(&cfg, 11, DType::F32);
+    let v = cfg.vocab_size;
+    let prompt = tokens(300, v, 5);
+    let mut cache = dec.new_cache(200, 304).unwrap();
+    let got = flat(&dec.prefill(&prompt, &mut cache, 0).unwrap());
+    assert!(max_diff(&got, train_logits(&dec, &prompt).last().unwrap()) < 1e-4, "300-token prefill");
+    dec.copy_row(&mut cache, 0, &(1..200).collect::<Vec<_>>()).unwrap();
+    let half = dec.rollout_weights().unwrap();
+    let mut bf_cache = cache.clone();
+    let mut seqs: Vec<Vec<u32>> = vec![prompt.clone(); 200];
+    for (s, n) in [100usize, 200].into_iter().enumerate() {
+        let rows: Vec<usize> = (0..n).rev().collect();
+        let toks: Vec<u32> = rows.iter().map(|&r| tokens(1, v, (1000 * s + r) as u64)[0]).collect();
+        let out = dec.decode_step_logits(&toks, &rows, &mut cache).unwrap();
+        if n == 100 {
+            let bf = dec.decode_step_logits_with(&toks, &rows, &mut bf_cache, Some(&half)).unwrap();
+            let worst = out.iter().zip(&bf).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            let scale = out.iter().map(|a| a.abs()).fold(0f32, f32::max);
+            assert!(worst <= 0.05 * scale.max(1.0), "bf16 rollout logits differ by {worst} (scale {scale})");
+        }
+        for (i, (&r, &t)) in rows.iter().zip(&toks).enumerate() {
+            seqs[r].push(t);
+            if i % 33 == 0 || i + 1 == n {
+                let want = train_logits(&dec, &seqs[r]);
+                let got: Vec<f64> = out[i * v..(i + 1) * v].iter().map(|&x| x as f64).collect();
+                let err = max_diff(&got, want.last().unwrap());
+                assert!(err < 1e-4, "{n} rows: row {r} differs by {err}");
+            }
+        }
+    }
+}
