@@ -168,7 +168,7 @@ fn unsupported_tokenizers_name_the_key() {
 
     let (mut md, _) = byte_level_metadata("gpt-2");
     md.retain(|(k, _)| k != "tokenizer.ggml.model");
-    md.push(("tokenizer.ggml.model".into(), Value::String("llama".into())));
+    md.push(("tokenizer.ggml.model".into(), Value::String("t5".into())));
     md.extend(model_metadata(&config));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spm.gguf");
@@ -273,4 +273,83 @@ fn smollm2_gguf_converts_to_a_hugging_face_directory_and_back_bit_for_bit() {
         from_dir.tokenizer.eos_token_ids(),
         from_gguf.tokenizer.eos_token_ids()
     );
+}
+
+/// SentencePiece metadata (Llama 2 style): `<unk>`, `<s>`, `</s>`, the 256 byte pieces, then pieces
+/// whose scores rank the merges that spell "▁hello" and "▁world".
+fn sentencepiece_metadata() -> Vec<(String, Value)> {
+    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
+    let mut types = vec![2i32, 3, 3];
+    let mut scores = vec![0f32; 3];
+    for b in 0..256 {
+        tokens.push(format!("<0x{b:02X}>"));
+        types.push(6);
+        scores.push(0.0);
+    }
+    let pieces = [
+        ("\u{2581}h", -1.0), ("\u{2581}he", -2.0), ("ll", -3.0), ("\u{2581}hell", -4.0), ("\u{2581}hello", -5.0),
+        ("\u{2581}w", -6.0), ("or", -7.0), ("\u{2581}wor", -8.0), ("\u{2581}worl", -9.0), ("\u{2581}world", -10.0),
+        ("\u{2581}", -100.0), ("h", -101.0), ("e", -102.0), ("l", -103.0), ("o", -104.0), ("w", -105.0), ("r", -106.0), ("d", -107.0),
+    ];
+    for (p, sc) in pieces {
+        tokens.push(p.to_string());
+        types.push(1);
+        scores.push(sc);
+    }
+    vec![
+        ("tokenizer.ggml.model".into(), Value::String("llama".into())),
+        ("tokenizer.ggml.tokens".into(), Value::Array(tokens.into_iter().map(Value::String).collect())),
+        ("tokenizer.ggml.scores".into(), Value::Array(scores.into_iter().map(Value::F32).collect())),
+        ("tokenizer.ggml.token_type".into(), Value::Array(types.into_iter().map(Value::I32).collect())),
+        ("tokenizer.ggml.bos_token_id".into(), Value::U32(1)),
+        ("tokenizer.ggml.eos_token_id".into(), Value::U32(2)),
+        ("tokenizer.ggml.unknown_token_id".into(), Value::U32(0)),
+        ("tokenizer.chat_template".into(), Value::String("{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}".into())),
+    ]
+}
+
+#[test]
+fn sentencepiece_tokenizers_load_from_llama2_style_metadata() {
+    let md = sentencepiece_metadata();
+    let n = match &md[1].1 {
+        Value::Array(a) => a.len(),
+        _ => unreachable!(),
+    };
+    let config = ModelConfig { vocab_size: n, bos_token_id: Some(1), eos_token_ids: vec![2], ..ModelConfig::tiny(Architecture::Llama) };
+    let weights = Weights::random(&config, 1, &Device::Cpu).unwrap();
+    let mut all = md.clone();
+    all.extend(model_metadata(&config));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spm.gguf");
+    write_gguf(&path, &config, &weights, &all, &[]);
+    let tok = gguf::load_gguf_tokenizer(&path).unwrap();
+    let id = |piece: &str| 3 + 256 + ["\u{2581}h", "\u{2581}he", "ll", "\u{2581}hell", "\u{2581}hello", "\u{2581}w", "or", "\u{2581}wor", "\u{2581}worl", "\u{2581}world", "\u{2581}"].iter().position(|p| *p == piece).unwrap() as u32;
+    // Merges by score: a space before the text, and at every space.
+    assert_eq!(tok.encode("hello world").unwrap(), vec![id("\u{2581}hello"), id("\u{2581}world")]);
+    // A character outside the vocabulary falls back to its UTF-8 bytes (the euro sign is E2 82 AC).
+    let euro = tok.encode("hello \u{20ac}").unwrap();
+    assert_eq!(euro, vec![id("\u{2581}hello"), id("\u{2581}"), 3 + 0xE2, 3 + 0x82, 3 + 0xAC]);
+    assert_eq!(tok.decode(&euro, true).unwrap(), "hello \u{20ac}");
+    // Control tokens written in the text are their ids; decoding can skip them.
+    let with_bos = tok.encode("<s>hello</s>").unwrap();
+    assert_eq!(with_bos, vec![1, id("\u{2581}hello"), 2]);
+    assert_eq!(tok.decode(&with_bos, true).unwrap(), "hello");
+    // The chat template from the metadata, with the bos token it names.
+    let text = tok.render(&[cppo_model::ChatMessage::new("user", "hello")], true).unwrap();
+    assert_eq!(text, "<s>[INST] hello [/INST]");
+    assert_eq!(tok.eos_token_ids(), &[2]);
+}
+
+#[test]
+fn sentencepiece_metadata_without_scores_is_named() {
+    let mut md = sentencepiece_metadata();
+    md.retain(|(k, _)| k != "tokenizer.ggml.scores");
+    let config = ModelConfig { vocab_size: 277, ..ModelConfig::tiny(Architecture::Llama) };
+    let weights = Weights::random(&config, 1, &Device::Cpu).unwrap();
+    md.extend(model_metadata(&config));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spm.gguf");
+    write_gguf(&path, &config, &weights, &md, &[]);
+    let msg = gguf::load_gguf_tokenizer(&path).unwrap_err().to_string();
+    assert!(msg.contains("tokenizer.ggml.scores"), "{msg}");
 }

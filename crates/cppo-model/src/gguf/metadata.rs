@@ -164,4 +164,20 @@ impl Metadata<'_> {
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }
+
+    pub fn opt_f64_array(&self, key: &str) -> Result<Option<Vec<f64>>> {
+        let Some(items) = self.array(key)? else {
+            return Ok(None);
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::F32(x) => Ok(f64::from(*x)),
+                Value::F64(x) => Ok(*x),
+                other => as_i64(other).map(|x| x as f64).ok_or_else(|| self.invalid(&format!("{key}[{i}]"), "a number", other)),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
 }
