@@ -136,6 +136,9 @@ impl Updater<'_> {
         let device = self.policy.device().clone();
         let mu = self.loss.num_iterations;
         let need_ref = self.loss.beta > 0.0;
+        // Forward rows are counted by the decoders themselves, so they report what really reached a forward pass.
+        let scored = |u: &Self| u.policy.scored_completion_rows() + u.reference.map_or(0, |r| r.scored_completion_rows());
+        let rows_before = scored(self);
         let mut reference: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
         let mut old: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
         for (m, mb) in batch.micro.iter().enumerate() {
@@ -145,13 +148,11 @@ impl Updater<'_> {
                 let t = Instant::now();
                 reference[m] = Some(model.completion_logprobs(batch.prompts[mb.group], &completions)?.logprobs.detach());
                 out.reference_seconds += t.elapsed().as_secs_f64();
-                out.forward_rows += completions.len();
             }
             if mu > 1 {
                 let t = Instant::now();
                 old[m] = Some(self.policy.completion_logprobs_detached(batch.prompts[mb.group], &completions)?.logprobs);
                 out.old_policy_seconds += t.elapsed().as_secs_f64();
-                out.forward_rows += completions.len();
             }
         }
         for pass in 0..mu {
@@ -164,7 +165,6 @@ impl Updater<'_> {
                     let mb = &batch.micro[m];
                     let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
                     let lp = self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?;
-                    out.forward_rows += completions.len();
                     let k = completions.len();
                     let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
                     let advantages = Tensor::from_vec(advantages, k, &device)?;
@@ -208,6 +208,7 @@ impl Updater<'_> {
                 out.stats = pass_stats;
             }
         }
+        out.forward_rows = (scored(self) - rows_before) as usize;
         Ok(out)
     }
 }

@@ -3,15 +3,19 @@
 
 mod common;
 
-use cppo_train::trainer::Trainer;
+use cppo_train::config::TrainConfig;
+use cppo_train::trainer::{StepReport, Trainer};
 
 fn weights_of(d: &cppo_model::Decoder) -> Vec<f32> {
     let w = d.to_weights().unwrap();
     w.tensors.values().flat_map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
 }
 
-fn check_strategy(name: &str, overrides: &[&str], kept_per_question: Option<usize>) {
+/// Two steps of a strategy; returns each step's report with the trainer's configuration.
+fn check_strategy(name: &str, overrides: &[&str], kept_per_question: Option<usize>) -> (Vec<StepReport>, TrainConfig) {
     let cfg = common::tiny_config(name, overrides);
+    let cfg_out = cfg.clone();
+    let mut reports = Vec::new();
     let mu = cfg.loss.num_iterations;
     let mut t = Trainer::new(cfg, false).unwrap();
     let policy0 = weights_of(&t.policy);
@@ -35,9 +39,37 @@ fn check_strategy(name: &str, overrides: &[&str], kept_per_question: Option<usiz
         let passes = 1 + mu + usize::from(mu > 1);
         assert_eq!(m.forward_rows, passes * m.completions_kept, "{name}: {m:?}");
         assert!(m.completions_kept == 0 || m.loss_tokens > 0);
+        reports.push(report);
     }
     assert_ne!(weights_of(&t.policy), policy0, "{name}: the policy did not move");
     assert_eq!(weights_of(t.reference.as_ref().unwrap()), ref0, "{name}: the reference moved");
+    (reports, cfg_out)
+}
+
+/// Per question, every kept completion ranks at least as high by `key` as every pruned one (`keep_high`),
+/// or at most as high (`!keep_high`). `key(rewards, i)` scores completion i of a question.
+fn check_ranking(name: &str, reports: &[StepReport], keep_high: bool, key: impl Fn(&[f64], usize) -> f64) {
+    for r in reports {
+        for (g, x) in r.rollouts.iter().enumerate() {
+            let kept: Vec<usize> = r.kept.iter().filter(|k| k.0 == g).map(|k| k.1).collect();
+            for &i in &kept {
+                for j in (0..x.rewards.len()).filter(|j| !kept.contains(j)) {
+                    let (ki, kj) = (key(&x.rewards, i), key(&x.rewards, j));
+                    let ok = if keep_high { ki >= kj - 1e-12 } else { ki <= kj + 1e-12 };
+                    assert!(ok, "{name}: kept {i} ({ki}) against pruned {j} ({kj}) in {:?}", x.rewards);
+                }
+            }
+        }
+    }
+}
+
+fn reward(r: &[f64], i: usize) -> f64 {
+    r[i]
+}
+
+/// |r_i - mean|: within a question, |A| of GRPO's estimator grows with it (one std for the group).
+fn distance_from_mean(r: &[f64], i: usize) -> f64 {
+    (r[i] - r.iter().sum::<f64>() / r.len() as f64).abs()
 }
 
 #[test]
@@ -48,7 +80,8 @@ fn grpo_keeps_everything() {
 #[test]
 fn cppo_trains_on_exactly_k_per_question() {
     // G = 4, P = 0.5: k = 2.
-    check_strategy("cppo", &["rollout.strategy={ kind = \"cppo\", pruning_rate = 0.5 }"], Some(2));
+    let (reports, _) = check_strategy("cppo", &["rollout.strategy={ kind = \"cppo\", pruning_rate = 0.5 }"], Some(2));
+    check_ranking("cppo", &reports, true, distance_from_mean);
 }
 
 #[test]
@@ -112,4 +145,90 @@ fn one_backward_per_token_budget_equals_one_per_question() {
     assert!((a.grad_norm - b.grad_norm).abs() < 1e-4 * a.grad_norm.max(1e-6), "{} vs {}", a.grad_norm, b.grad_norm);
     let worst = wa.iter().zip(&wb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
     assert!(worst < 1e-5, "weights differ by {worst}");
+}
+
+#[test]
+fn cppo_pooled_keeps_the_pool_fraction_by_advantage() {
+    // One pool of both questions: 8 completions, P = 0.5 keeps the 4 largest |A| of the pool, however
+    // they fall between the questions.
+    let (reports, cfg) = check_strategy("cppo-pooled", &["rollout.strategy={ kind = \"cppo-pooled\", pruning_rate = 0.5, pool = 2 }"], None);
+    for r in &reports {
+        assert_eq!(r.kept.len(), 4);
+        let rewards: Vec<Vec<f64>> = r.rollouts.iter().map(|x| x.rewards.clone()).collect();
+        let adv = cfg.estimator().advantages(&rewards).unwrap();
+        let all: Vec<(usize, usize)> = (0..adv.len()).flat_map(|g| (0..adv[g].len()).map(move |i| (g, i))).collect();
+        let smallest_kept = r.kept.iter().map(|&(g, i)| adv[g][i].abs()).fold(f64::INFINITY, f64::min);
+        let largest_pruned = all.iter().filter(|k| !r.kept.contains(k)).map(|&(g, i)| adv[g][i].abs()).fold(0.0, f64::max);
+        assert!(smallest_kept >= largest_pruned - 1e-12, "kept |A| {smallest_kept} < pruned |A| {largest_pruned}");
+    }
+}
+
+#[test]
+fn max_reward_keeps_the_m_highest_rewards() {
+    let (reports, _) = check_strategy("max-reward", &["rollout.strategy={ kind = \"max-reward\", m = 2 }"], Some(2));
+    check_ranking("max-reward", &reports, true, reward);
+}
+
+#[test]
+fn random_keeps_m_per_question() {
+    let (reports, _) = check_strategy("random", &["rollout.strategy={ kind = \"random\", m = 3, seed = 11 }"], Some(3));
+    // Drawn per (seed, step, question): over two steps of two questions, not always the same indices.
+    let sets: std::collections::BTreeSet<Vec<usize>> = reports
+        .iter()
+        .flat_map(|r| (0..r.rollouts.len()).map(move |g| r.kept.iter().filter(|k| k.0 == g).map(|k| k.1).collect::<Vec<_>>()))
+        .collect();
+    assert!(sets.len() > 1, "random drew the same completions for every question: {sets:?}");
+}
+
+#[test]
+fn ablation_cppo_prune_largest_keeps_the_smallest_advantages() {
+    let (reports, _) = check_strategy("prune-largest", &["rollout.strategy={ kind = \"cppo-prune-largest\", pruning_rate = 0.5 }"], Some(2));
+    check_ranking("cppo-prune-largest", &reports, false, distance_from_mean);
+}
+
+#[test]
+fn ablation_prune_highest_reward_keeps_the_lowest() {
+    let (reports, _) = check_strategy("prune-highest", &["rollout.strategy={ kind = \"prune-highest-reward\", pruning_rate = 0.5 }"], Some(2));
+    check_ranking("prune-highest-reward", &reports, false, reward);
+}
+
+#[test]
+fn ablation_prune_lowest_reward_keeps_the_highest() {
+    let (reports, _) = check_strategy("prune-lowest", &["rollout.strategy={ kind = \"prune-lowest-reward\", pruning_rate = 0.5 }"], Some(2));
+    check_ranking("prune-lowest-reward", &reports, true, reward);
+}
+
+#[test]
+fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
+    // Dr.GRPO: centred advantages, token sums over L = 10, averaged over sequences; no KL. With mu = 1
+    // the ratio is exactly 1, so the loss is -sum_i A_i T_i / (N L). A stop string varies the lengths,
+    // so the token-mean rules would give another value (0 for centred advantages and seq-mean-token-mean).
+    let cfg = common::tiny_config(
+        "dr-grpo",
+        &[
+            "rollout.estimator={ kind = \"dr-grpo\" }",
+            "loss.aggregation=\"seq-mean-token-sum-norm\"",
+            "loss.normaliser=10",
+            "loss.beta=0.0",
+            "generation.stop=[\"k\"]",
+        ],
+    );
+    let mut t = Trainer::new(cfg, false).unwrap();
+    let w0 = weights_of(&t.policy);
+    for _ in 0..2 {
+        let r = t.train_step(|_| {}).unwrap();
+        let m = &r.metrics;
+        assert_eq!(r.kept.len(), 8);
+        assert_eq!(m.forward_rows, 8);
+        let mut expected = 0.0;
+        for x in &r.rollouts {
+            let mean = x.rewards.iter().sum::<f64>() / x.rewards.len() as f64;
+            for (rw, c) in x.rewards.iter().zip(&x.completions) {
+                expected -= (rw - mean) * c.tokens.len() as f64 / (8.0 * 10.0);
+            }
+        }
+        assert!(expected.abs() > 1e-6, "lengths or rewards do not vary: the check would be empty");
+        assert!((m.loss - expected).abs() <= 1e-5 * expected.abs().max(1e-3), "loss {} expected {expected}", m.loss);
+    }
+    assert_ne!(weights_of(&t.policy), w0);
 }
