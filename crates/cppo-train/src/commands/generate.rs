@@ -29,6 +29,9 @@ pub struct GeneratedText {
     pub tokens: Vec<u32>,
     pub logprobs: Vec<f32>,
     pub finish: Finish,
+    /// The completion reached `max_new_tokens` without an end (`finish` is `length`).
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// Reads prompts from JSON lines: `{"prompt": "..."}` (one user turn, optional `"system"`) or
@@ -85,7 +88,7 @@ pub fn run(args: &GenerateArgs) -> Result<Vec<GeneratedText>> {
                     text.truncate(at);
                 }
             }
-            out.push(GeneratedText { prompt: p, sample: s, text, tokens: c.tokens, logprobs: c.logprobs, finish: c.finish });
+            out.push(GeneratedText { prompt: p, sample: s, text, tokens: c.tokens, logprobs: c.logprobs, finish: c.finish, truncated: c.finish == Finish::Length });
         }
     }
     Ok(out)
