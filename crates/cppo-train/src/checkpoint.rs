@@ -1,7 +1,9 @@
 //! Checkpoints: `OUT/checkpoints/step-NNNNNN/` holds the model in the Hugging Face layout, the optimizer
 //! state and the trainer state (step, data cursor, seed); `OUT/checkpoints/latest` names the newest one.
 //! Each is built in a temporary directory and renamed into place, so a crash never leaves a partial one,
-//! and `latest` is only updated after its checkpoint is complete.
+//! and `latest` is only updated after its checkpoint is complete. With a retention limit
+//! (`train.save_total_limit`), the oldest checkpoints are deleted only after that, and never the one
+//! `latest` names.
 
 use std::path::{Path, PathBuf};
 
@@ -34,12 +36,15 @@ pub fn checkpoints_dir(out: &Path) -> PathBuf {
 }
 
 /// Writes a checkpoint. `save_model` writes the Hugging Face directory into the path it is given;
-/// `save_optimizer` writes the optimizer file.
+/// `save_optimizer` writes the optimizer file. With `keep_total`, once the new checkpoint is complete and
+/// `latest` names it, the oldest checkpoints beyond that many are deleted (see [`prune`]); a save that
+/// fails deletes nothing.
 pub fn save(
     out: &Path,
     state: &TrainerState,
     save_model: impl FnOnce(&Path) -> Result<()>,
     save_optimizer: impl FnOnce(&Path) -> Result<()>,
+    keep_total: Option<usize>,
 ) -> Result<PathBuf> {
     let root = checkpoints_dir(out);
     std::fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
@@ -51,7 +56,56 @@ pub fn save(
         write_atomic(&tmp.join(STATE_FILE), serde_json::to_string_pretty(state)?.as_bytes())
     })?;
     write_atomic(&root.join("latest"), name.as_bytes())?;
+    if let Some(keep) = keep_total {
+        prune(out, keep)?;
+    }
     Ok(dir)
+}
+
+/// The `step-N` checkpoint folders of a run, oldest first, as (step, path). Other entries (the `latest`
+/// pointer, temporary folders of a save in progress, anything else) are not listed.
+pub fn list(out: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let root = checkpoints_dir(out);
+    if !root.exists() {
+        return Ok(vec![]);
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&root).with_context(|| format!("cannot list {}", root.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(digits) = name.strip_prefix("step-") else { continue };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || !entry.file_type()?.is_dir() {
+            continue;
+        }
+        if let Ok(step) = digits.parse::<u64>() {
+            found.push((step, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Deletes the oldest checkpoints so that at most `keep` remain (the newest by step), never the one
+/// `latest` names, which is kept in addition if it is not among the newest. Each folder is first renamed
+/// to a hidden name and then removed, so a crash midway never leaves a partial `step-N` folder behind.
+/// Returns the deleted folders.
+pub fn prune(out: &Path, keep: usize) -> Result<Vec<PathBuf>> {
+    let keep = keep.max(1);
+    let protected = latest(out)?;
+    let all = list(out)?;
+    let excess = all.len().saturating_sub(keep);
+    let mut deleted = Vec::new();
+    for (_, dir) in all.into_iter().take(excess) {
+        if protected.as_deref() == Some(dir.as_path()) {
+            continue;
+        }
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let doomed = dir.with_file_name(format!(".{name}.deleting-{}", std::process::id()));
+        std::fs::rename(&dir, &doomed).with_context(|| format!("cannot move the old checkpoint {} aside", dir.display()))?;
+        std::fs::remove_dir_all(&doomed).with_context(|| format!("cannot delete the old checkpoint {}", doomed.display()))?;
+        deleted.push(dir);
+    }
+    Ok(deleted)
 }
 
 /// The newest complete checkpoint of a run, if any.

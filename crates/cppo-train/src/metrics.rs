@@ -14,11 +14,23 @@ use crate::fsutil::{append_line, write_atomic};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepMetrics {
     pub step: u64,
+    /// Questions drawn from the data (over every sampling round); the data cursor moved by this many.
     pub questions: usize,
+    /// Completions generated (G per question drawn).
     pub completions_generated: usize,
     pub completions_kept: usize,
     /// Groups dropped by dynamic sampling (all rewards equal).
     pub groups_dropped: usize,
+    /// Groups dropped by dynamic sampling because the planned number of informative groups was already
+    /// reached (the surplus of the last sampling round).
+    #[serde(default)]
+    pub groups_surplus: usize,
+    /// Groups that went to selection and the update: questions - groups_dropped - groups_surplus.
+    #[serde(default)]
+    pub groups_trained: usize,
+    /// Batches of questions drawn this step: 1, or more when dynamic sampling refilled the batch.
+    #[serde(default)]
+    pub sampling_rounds: usize,
     pub reward_mean: f64,
     pub reward_std: f64,
     /// Mean of each reward component (unweighted).

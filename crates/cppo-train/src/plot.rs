@@ -120,6 +120,76 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
     Ok(())
 }
 
+/// Several runs of one thing (one arm over seeds): drawn as each run's curve, thin, and, when there are
+/// several, their mean with a shaded min-max band.
+pub struct SeriesGroup {
+    pub name: String,
+    pub runs: Vec<Vec<(f64, f64)>>,
+}
+
+/// The mean over runs of the i-th point of each (runs of different lengths: over those that have it),
+/// with the lowest and highest y there: (mean x, mean y, min y, max y).
+pub fn mean_band(runs: &[Vec<(f64, f64)>]) -> Vec<(f64, f64, f64, f64)> {
+    let len = runs.iter().map(Vec::len).max().unwrap_or(0);
+    (0..len)
+        .map(|i| {
+            let at: Vec<(f64, f64)> = runs.iter().filter_map(|r| r.get(i).copied()).collect();
+            let n = at.len() as f64;
+            let x = at.iter().map(|p| p.0).sum::<f64>() / n;
+            let y = at.iter().map(|p| p.1).sum::<f64>() / n;
+            let lo = at.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            let hi = at.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+            (x, y, lo, hi)
+        })
+        .collect()
+}
+
+/// One colour per group: each run as a thin line, and with several runs their mean (bold, with markers)
+/// over a min-max band; with one run, that run drawn as `line_chart` would.
+pub fn band_chart(path: &Path, title: &str, x_label: &str, y_label: &str, groups: &[SeriesGroup]) -> Result<()> {
+    let root = canvas(path)?;
+    let points = || groups.iter().flat_map(|g| g.runs.iter().flatten());
+    let (x0, x1) = range(points().map(|p| p.0));
+    let (y0, y1) = range(points().map(|p| p.1));
+    let mut chart = axes(&root, title, x0..x1, y0..y1)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let finite = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite();
+    for (i, g) in groups.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let runs: Vec<Vec<(f64, f64)>> = g.runs.iter().map(|r| r.iter().copied().filter(finite).collect()).collect();
+        let several = runs.len() > 1;
+        let band = mean_band(&runs);
+        if several && !band.is_empty() {
+            let mut outline: Vec<(f64, f64)> = band.iter().map(|b| (b.0, b.3)).collect();
+            outline.extend(band.iter().rev().map(|b| (b.0, b.2)));
+            chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.18).filled()))).map_err(|e| anyhow!("{e}"))?;
+            for r in &runs {
+                chart.draw_series(LineSeries::new(r.iter().copied(), color.mix(0.45).stroke_width(1))).map_err(|e| anyhow!("{e}"))?;
+            }
+        }
+        let main: Vec<(f64, f64)> = band.iter().map(|b| (b.0, b.1)).collect();
+        let label = if several { format!("{} (mean of {})", g.name, runs.len()) } else { g.name.clone() };
+        chart
+            .draw_series(LineSeries::new(main.iter().copied(), color.stroke_width(2)))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+        chart.draw_series(main.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| anyhow!("{e}"))?;
+    }
+    if !groups.is_empty() {
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    }
+    root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
+
 /// One bar per category, stacked from segments (same segment names for every bar).
 pub fn stacked_bars(path: &Path, title: &str, y_label: &str, categories: &[String], segments: &[(String, Vec<f64>)]) -> Result<()> {
     let root = canvas(path)?;

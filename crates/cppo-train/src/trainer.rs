@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Var};
+use cppo_core::select::drop_uniform;
 use cppo_core::Problem;
 use cppo_data::{PromptTemplate, Sampler};
 use cppo_engine::SamplingParams;
@@ -23,6 +24,31 @@ use crate::rollout::{generate_groups, score_groups, RewardSet, Rollout, RolloutR
 use crate::schedule::learning_rate;
 use crate::sources::{load_problems, parse_device, resolve_model_path};
 use crate::update::{build_batch, Updater};
+
+/// A resumed run must keep the configuration it was trained with, except that `train.steps` may be
+/// raised (to train a finished run for longer). Any other difference is an error naming the keys.
+fn check_resumable(saved: &str, cfg: &TrainConfig, dir: &Path) -> Result<()> {
+    let saved: TrainConfig = TrainConfig::from_toml(saved, &[])
+        .with_context(|| format!("--resume: cannot read the configuration saved in {}", dir.display()))?;
+    let diffs = crate::config::config_differences(&saved, cfg)?;
+    let others: Vec<String> =
+        diffs.iter().filter(|(k, _, _)| k != "train.steps").map(|(k, a, b)| format!("{k} ({a} -> {b})")).collect();
+    if !others.is_empty() {
+        bail!(
+            "--resume: the configuration differs from the one {} was trained with at {}; resume with the same config (only train.steps may be raised)",
+            dir.display(),
+            others.join(", ")
+        );
+    }
+    if cfg.train.steps < saved.train.steps {
+        bail!(
+            "--resume: train.steps = {} is smaller than the run's {}: a resumed run can only be made longer",
+            cfg.train.steps,
+            saved.train.steps
+        );
+    }
+    Ok(())
+}
 
 pub struct Trainer {
     pub cfg: TrainConfig,
@@ -48,8 +74,12 @@ pub struct Trainer {
 /// What a step hands back besides its metrics line (for tests and progress display).
 pub struct StepReport {
     pub metrics: StepMetrics,
+    /// The groups that went on to selection and the update (all drawn groups without dynamic sampling).
     pub rollouts: Vec<Rollout>,
-    /// (group, completion index) of every completion that went to the update.
+    /// Groups drawn but dropped by dynamic sampling (uniform rewards, or beyond the planned number), in
+    /// the order drawn. None of them reached selection or any forward pass.
+    pub dropped: Vec<Rollout>,
+    /// (group in `rollouts`, completion index) of every completion that went to the update.
     pub kept: Vec<(usize, usize)>,
 }
 
@@ -117,7 +147,7 @@ impl Trainer {
             Some(dir) => {
                 let state = checkpoint::load_state(dir)?;
                 if state.config != config_text {
-                    bail!("--resume: the configuration differs from the one {} was trained with; resume with the same config", dir.display());
+                    check_resumable(&state.config, &cfg, dir)?;
                 }
                 optimizer.load(&dir.join(checkpoint::OPTIMIZER_FILE))?;
                 (Sampler::restore(train, state.sampler)?, state.step, state.best_eval)
@@ -169,33 +199,88 @@ impl Trainer {
         self.cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step)
     }
 
-    /// One training step.
-    pub fn train_step(&mut self, on_generated: impl FnMut(usize)) -> Result<StepReport> {
+    /// The generation seed of a step's sampling round; round 0 uses the step's seed, so a run without
+    /// refills draws exactly what it did before refills existed.
+    fn round_seed(&self, step: u64, round: usize) -> u64 {
+        self.step_seed(step) ^ (round as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)
+    }
+
+    /// One training step. With dynamic sampling, groups whose rewards are all equal never reach the
+    /// update, and when fewer than the planned number of questions remain the step draws further batches
+    /// of questions (up to `rollout.max_sampling_rounds` batches in all, as DAPO does), then trains on
+    /// the first planned number of informative groups, in the order drawn; the rest are dropped. Every
+    /// question drawn advances the data cursor.
+    pub fn train_step(&mut self, mut on_generated: impl FnMut(usize)) -> Result<StepReport> {
         let t_step = Instant::now();
         let step = self.step;
         let plan = self.cfg.plan().map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
         let g = self.cfg.rollout.num_generations;
-        let problems = self.sampler.next_batch(plan.questions_per_step);
-        let prompts = problems.iter().map(|p| self.prompter.ids(&self.tokenizer, p)).collect::<Result<Vec<_>>>()?;
+        let planned = plan.questions_per_step;
+        let dynamic = self.cfg.rollout.selection.dynamic_sampling;
+        let max_rounds = if dynamic { self.cfg.rollout.max_sampling_rounds.max(1) } else { 1 };
         let mut times = PhaseTimes::default();
 
-        let t = Instant::now();
-        let req = RolloutRequest { problems: &problems, prompts, group_size: g };
-        let (mut rollouts, _gen) = generate_groups(
-            &self.policy,
-            &self.tokenizer,
-            &req,
-            &self.sampling(),
-            self.cfg.generation.max_batch,
-            self.step_seed(step),
-            self.cfg.generation.weights,
-            on_generated,
-        )?;
-        times.generation = t.elapsed().as_secs_f64();
+        let mut drawn: Vec<Rollout> = Vec::new();
+        let (mut informative, mut rounds) = (0usize, 0usize);
+        while rounds == 0 || (rounds < max_rounds && informative < planned) {
+            let problems = self.sampler.next_batch(planned);
+            let prompts = problems.iter().map(|p| self.prompter.ids(&self.tokenizer, p)).collect::<Result<Vec<_>>>()?;
+            let t = Instant::now();
+            let req = RolloutRequest { problems: &problems, prompts, group_size: g };
+            let (mut batch, _gen) = generate_groups(
+                &self.policy,
+                &self.tokenizer,
+                &req,
+                &self.sampling(),
+                self.cfg.generation.max_batch,
+                self.round_seed(step, rounds),
+                self.cfg.generation.weights,
+                &mut on_generated,
+            )?;
+            times.generation += t.elapsed().as_secs_f64();
 
-        let t = Instant::now();
-        score_groups(&mut rollouts, &self.rewards);
-        times.reward = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            score_groups(&mut batch, &self.rewards);
+            times.reward += t.elapsed().as_secs_f64();
+            if dynamic {
+                let rewards: Vec<Vec<f64>> = batch.iter().map(|r| r.rewards.clone()).collect();
+                informative += drop_uniform(&rewards).map_err(|e| anyhow::anyhow!("selection: {e}"))?.survivors.len();
+            }
+            drawn.extend(batch);
+            rounds += 1;
+        }
+
+        // Figures over everything drawn, before any group is dropped.
+        let all: Vec<f64> = drawn.iter().flat_map(|r| r.rewards.iter().copied()).collect();
+        let n = all.len().max(1) as f64;
+        let mean = all.iter().sum::<f64>() / n;
+        let std = (all.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let lengths: Vec<usize> = drawn.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).collect();
+        let truncated = drawn.iter().flat_map(|r| &r.completions).filter(|c| c.truncated()).count();
+        let correct = drawn.iter().flat_map(|r| &r.correct).filter(|&&c| c).count();
+        let mut parts = std::collections::BTreeMap::new();
+        for (p, (name, _, _)) in self.rewards.parts.iter().enumerate() {
+            let v: Vec<f64> = drawn.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
+            parts.insert(name.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64);
+        }
+        let questions_drawn = drawn.len();
+        let completions_generated = all.len();
+
+        // Which groups go on: with dynamic sampling, the first `planned` informative ones. The others
+        // leave here, so nothing after this point (selection, reference, update) ever sees them.
+        let (mut uniform, mut surplus) = (0usize, 0usize);
+        let (mut rollouts, mut dropped) = (Vec::new(), Vec::new());
+        for r in drawn {
+            if dynamic && drop_uniform(std::slice::from_ref(&r.rewards)).map_err(|e| anyhow::anyhow!("selection: {e}"))?.dropped > 0 {
+                uniform += 1;
+                dropped.push(r);
+            } else if dynamic && rollouts.len() >= planned {
+                surplus += 1;
+                dropped.push(r);
+            } else {
+                rollouts.push(r);
+            }
+        }
 
         let rewards: Vec<Vec<f64>> = rollouts.iter().map(|r| r.rewards.clone()).collect();
         let selection = self.cfg.rollout.selection.select(&rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
@@ -220,26 +305,16 @@ impl Trainer {
         times.optimizer = outcome.optimizer_seconds;
         times.total = t_step.elapsed().as_secs_f64();
 
-        let all: Vec<f64> = rewards.iter().flatten().copied().collect();
-        let n = all.len().max(1) as f64;
-        let mean = all.iter().sum::<f64>() / n;
-        let std = (all.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
-        let lengths: Vec<usize> = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).collect();
-        let truncated = rollouts.iter().flat_map(|r| &r.completions).filter(|c| c.truncated()).count();
-        let correct = rollouts.iter().flat_map(|r| &r.correct).filter(|&&c| c).count();
         let tokens = outcome.stats.tokens.max(1.0);
-        let mut parts = std::collections::BTreeMap::new();
-        for (p, (name, _, _)) in self.rewards.parts.iter().enumerate() {
-            let v: Vec<f64> = rollouts.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
-            parts.insert(name.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64);
-        }
-        let totals = selection.totals();
         let metrics = StepMetrics {
             step: step + 1,
-            questions: totals.questions,
-            completions_generated: totals.generated,
+            questions: questions_drawn,
+            completions_generated,
             completions_kept: batch.items.len(),
-            groups_dropped: totals.dropped_uniform,
+            groups_dropped: uniform,
+            groups_surplus: surplus,
+            groups_trained: rollouts.len(),
+            sampling_rounds: rounds,
             reward_mean: mean,
             reward_std: std,
             rewards: parts,
@@ -264,19 +339,20 @@ impl Trainer {
         self.step += 1;
         self.metrics.append(&metrics)?;
         if self.cfg.train.log_completions {
-            self.log_completions(&rollouts, &selection)?;
+            self.log_completions(&rollouts, &dropped, &selection)?;
         }
-        Ok(StepReport { metrics, rollouts, kept })
+        Ok(StepReport { metrics, rollouts, dropped, kept })
     }
 
-    fn log_completions(&self, rollouts: &[Rollout], selection: &cppo_core::Selection) -> Result<()> {
+    fn log_completions(&self, rollouts: &[Rollout], dropped: &[Rollout], selection: &cppo_core::Selection) -> Result<()> {
         let log = JsonlLog::new(self.out.join("completions.jsonl"));
         let kept: std::collections::HashSet<(usize, usize)> = selection.iter_kept().map(|(g, i, _)| (g, i)).collect();
-        for (g, r) in rollouts.iter().enumerate() {
+        let groups = rollouts.iter().enumerate().map(|(g, r)| (Some(g), r)).chain(dropped.iter().map(|r| (None, r)));
+        for (g, r) in groups {
             for (i, text) in r.texts.iter().enumerate() {
                 log.append(&serde_json::json!({
-                    "step": self.step, "problem": r.problem.id, "completion": text,
-                    "reward": r.rewards[i], "kept": kept.contains(&(g, i)),
+                    "step": self.step, "problem": r.problem.id, "completion": text, "reward": r.rewards[i],
+                    "kept": g.is_some_and(|g| kept.contains(&(g, i))), "group_dropped": g.is_none(),
                 }))?;
             }
         }
@@ -332,6 +408,7 @@ impl Trainer {
             &state,
             |dir| self.save_model(dir),
             |path| self.optimizer.save(path),
+            self.cfg.train.save_total_limit,
         )
     }
 

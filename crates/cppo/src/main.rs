@@ -40,7 +40,7 @@ enum Command {
         /// Override any config key: `--set rollout.num_generations=8` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Continue the run in this output folder.
+        /// Continue the run in this output folder (with `--set train.steps=N`, for longer).
         #[arg(long, value_name = "OUT")]
         resume: Option<PathBuf>,
         /// No progress bar.
@@ -214,12 +214,8 @@ fn main() -> anyhow::Result<()> {
         Command::Train { config, set, resume, quiet } => {
             let cfg = match (&config, &resume) {
                 (Some(path), _) => TrainConfig::load(path, &set)?,
-                (None, Some(out)) => {
-                    if !set.is_empty() {
-                        bail!("--set cannot change a run being resumed");
-                    }
-                    commands::train::config_of_run(out)?
-                }
+                // Only train.steps may be changed (raised) on a resumed run; other keys are refused by name.
+                (None, Some(out)) => commands::train::resume_config(out, &set)?,
                 (None, None) => bail!("give a config file (see configs/), or --resume OUT"),
             };
             if let (Some(out), Some(_)) = (&resume, &config) {

@@ -1,6 +1,6 @@
 //! DAPO dynamic sampling: a group whose rewards are all equal has zero advantage under any group
 //! baseline, so it only dilutes the batch; drop it before selection. Refilling the batch with fresh
-//! questions is the sampler's job.
+//! questions is the trainer's job (`rollout.max_sampling_rounds`).
 
 use serde::{Deserialize, Serialize};
 

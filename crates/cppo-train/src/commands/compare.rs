@@ -15,7 +15,7 @@ use crate::config::TrainConfig;
 use crate::eval::EvalSummary;
 use crate::fsutil::write_atomic;
 use crate::metrics::{JsonlLog, StepMetrics};
-use crate::plot::{line_chart, stacked_bars, Series};
+use crate::plot::{band_chart, stacked_bars, SeriesGroup};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ArmKind {
@@ -119,7 +119,17 @@ pub struct RunFigures {
     pub train_seconds: f64,
     pub generation_seconds: f64,
     pub reward_seconds: f64,
+    /// Reference + old policy + policy forward/backward + optimizer.
     pub update_seconds: f64,
+    #[serde(default)]
+    pub reference_seconds: f64,
+    #[serde(default)]
+    pub old_policy_seconds: f64,
+    /// Policy forward + backward over all update passes.
+    #[serde(default)]
+    pub policy_seconds: f64,
+    #[serde(default)]
+    pub optimizer_seconds: f64,
     pub final_accuracy: f64,
     pub best_accuracy: f64,
     /// (training seconds so far, held-out accuracy) at each evaluation.
@@ -221,22 +231,8 @@ pub fn compare(args: &CompareArgs) -> Result<CompareReport> {
         }
     }
     // Speedups against GRPO of the same seed (the first `grpo` arm; none without one).
-    let grpo = args.arms.iter().position(|a| a.kind == ArmKind::Grpo);
-    if let Some(g) = grpo {
-        for s in 0..args.seeds {
-            let base = runs[g][s].clone();
-            let target = TARGET_FRACTION * base.best_accuracy;
-            let grpo_time = time_to(&base.curve, target);
-            for arm_runs in runs.iter_mut() {
-                let r = &mut arm_runs[s];
-                r.time_to_target = time_to(&r.curve, target);
-                r.speedup_same_questions = (r.seconds_per_question > 0.0).then(|| base.seconds_per_question / r.seconds_per_question);
-                r.speedup_to_target = match (grpo_time, r.time_to_target) {
-                    (Some(g), Some(t)) if t > 0.0 => Some(g / t),
-                    _ => None,
-                };
-            }
-        }
+    if let Some(g) = args.arms.iter().position(|a| a.kind == ArmKind::Grpo) {
+        speedups(&mut runs, g);
     }
     let arms = args
         .arms
@@ -248,6 +244,26 @@ pub fn compare(args: &CompareArgs) -> Result<CompareReport> {
     write_atomic(&args.out.join("compare.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
     plot(&report, &args.out)?;
     Ok(report)
+}
+
+/// Fills each run's time to target and its two speedups against the GRPO run (`runs[grpo]`) of the same
+/// seed: `runs[arm][seed]`. The target is 99% of that GRPO run's best held-out accuracy; a run that never
+/// reaches it, or reaches it before training (time 0), has no time-to-target speedup.
+pub fn speedups(runs: &mut [Vec<RunFigures>], grpo: usize) {
+    for s in 0..runs[grpo].len() {
+        let base = runs[grpo][s].clone();
+        let target = TARGET_FRACTION * base.best_accuracy;
+        let grpo_time = time_to(&base.curve, target);
+        for arm_runs in runs.iter_mut() {
+            let Some(r) = arm_runs.get_mut(s) else { continue };
+            r.time_to_target = time_to(&r.curve, target);
+            r.speedup_same_questions = (r.seconds_per_question > 0.0).then(|| base.seconds_per_question / r.seconds_per_question);
+            r.speedup_to_target = match (grpo_time, r.time_to_target) {
+                (Some(g), Some(t)) if t > 0.0 => Some(g / t),
+                _ => None,
+            };
+        }
+    }
 }
 
 fn sanitize(label: &str) -> String {
@@ -282,6 +298,10 @@ fn figures(out: &Path, seed: u64) -> Result<RunFigures> {
         generation_seconds: metrics.iter().map(|m| m.time.generation).sum(),
         reward_seconds: metrics.iter().map(|m| m.time.reward).sum(),
         update_seconds: metrics.iter().map(|m| m.time.update()).sum(),
+        reference_seconds: metrics.iter().map(|m| m.time.reference).sum(),
+        old_policy_seconds: metrics.iter().map(|m| m.time.old_policy).sum(),
+        policy_seconds: metrics.iter().map(|m| m.time.policy).sum(),
+        optimizer_seconds: metrics.iter().map(|m| m.time.optimizer).sum(),
         final_accuracy: evals.last().map_or(0.0, |e| e.accuracy),
         best_accuracy: evals.iter().map(|e| e.accuracy).fold(0.0, f64::max),
         curve,
@@ -292,10 +312,17 @@ fn figures(out: &Path, seed: u64) -> Result<RunFigures> {
     })
 }
 
-fn summarise(runs: &[RunFigures]) -> BTreeMap<String, Spread> {
-    let fields: [(&str, fn(&RunFigures) -> Option<f64>); 11] = [
+/// Mean and spread (sample standard deviation) over seeds of each figure; a figure no run has (a
+/// speedup never reached) is left out.
+pub fn summarise(runs: &[RunFigures]) -> BTreeMap<String, Spread> {
+    let fields: [(&str, fn(&RunFigures) -> Option<f64>); 16] = [
         ("train_seconds", |r| Some(r.train_seconds)),
         ("generation_seconds", |r| Some(r.generation_seconds)),
+        ("reward_seconds", |r| Some(r.reward_seconds)),
+        ("reference_seconds", |r| Some(r.reference_seconds)),
+        ("old_policy_seconds", |r| Some(r.old_policy_seconds)),
+        ("policy_seconds", |r| Some(r.policy_seconds)),
+        ("optimizer_seconds", |r| Some(r.optimizer_seconds)),
         ("update_seconds", |r| Some(r.update_seconds)),
         ("final_accuracy", |r| Some(r.final_accuracy)),
         ("best_accuracy", |r| Some(r.best_accuracy)),
@@ -310,27 +337,35 @@ fn summarise(runs: &[RunFigures]) -> BTreeMap<String, Spread> {
 }
 
 fn plot(report: &CompareReport, out: &Path) -> Result<()> {
-    let series: Vec<Series> = report
+    // Every seed's curve, with the mean over seeds and its min-max band when there are several.
+    let groups: Vec<SeriesGroup> = report
         .arms
         .iter()
-        .map(|a| Series { name: a.arm.label.clone(), points: a.runs.first().map(|r| r.curve.clone()).unwrap_or_default() })
+        .map(|a| SeriesGroup { name: a.arm.label.clone(), runs: a.runs.iter().map(|r| r.curve.clone()).collect() })
         .collect();
-    line_chart(&out.join("accuracy_vs_time.png"), "held-out accuracy against training time (first seed)", "training seconds", "held-out accuracy", &series)?;
+    let title = if report.seeds > 1 {
+        format!("held-out accuracy against training time ({} seeds: each, mean, min-max band)", report.seeds)
+    } else {
+        "held-out accuracy against training time".to_string()
+    };
+    band_chart(&out.join("accuracy_vs_time.png"), &title, "training seconds", "held-out accuracy", &groups)?;
     let labels: Vec<String> = report.arms.iter().map(|a| a.arm.label.clone()).collect();
-    let mean = |a: &ArmReport, k: &str| a.summary.get(k).map_or(0.0, |s| s.mean);
-    let segments = vec![
-        ("generation".to_string(), report.arms.iter().map(|a| mean(a, "generation_seconds")).collect()),
-        ("update".to_string(), report.arms.iter().map(|a| mean(a, "update_seconds")).collect()),
-        (
-            "other".to_string(),
-            report
-                .arms
-                .iter()
-                .map(|a| (mean(a, "train_seconds") - mean(a, "generation_seconds") - mean(a, "update_seconds")).max(0.0))
-                .collect(),
-        ),
-    ];
+    let (names, segments) = phase_segments(report);
+    let segments: Vec<(String, Vec<f64>)> = names.into_iter().map(String::from).zip(segments).collect();
     stacked_bars(&out.join("time_per_phase.png"), "training time per phase (mean over seeds)", "seconds", &labels, &segments)
+}
+
+/// The segments of the time-per-phase bars, one value per arm (means over seeds): each phase of a step
+/// as `metrics.jsonl` times it, and what remains of the training time (selection, batching).
+pub fn phase_segments(report: &CompareReport) -> ([&'static str; 7], Vec<Vec<f64>>) {
+    let names = ["generation", "reward", "reference", "old policy", "policy fwd+bwd", "optimizer", "other"];
+    let keys = ["generation_seconds", "reward_seconds", "reference_seconds", "old_policy_seconds", "policy_seconds", "optimizer_seconds"];
+    let mean = |a: &ArmReport, k: &str| a.summary.get(k).map_or(0.0, |s| s.mean);
+    let mut segments: Vec<Vec<f64>> = keys.iter().map(|k| report.arms.iter().map(|a| mean(a, k)).collect()).collect();
+    let other =
+        report.arms.iter().map(|a| (mean(a, "train_seconds") - keys.iter().map(|k| mean(a, k)).sum::<f64>()).max(0.0)).collect();
+    segments.push(other);
+    (names, segments)
 }
 
 /// The table the CLI prints (Markdown, so it pastes into a README).

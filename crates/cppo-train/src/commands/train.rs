@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -41,8 +41,20 @@ impl Default for RunOptions {
 
 /// The configuration of a run to resume: the one saved in its output folder.
 pub fn config_of_run(out: &Path) -> Result<TrainConfig> {
+    resume_config(out, &[])
+}
+
+/// The configuration of a run to resume with `--set` overrides. Only `train.steps` may be given (to run
+/// a finished or interrupted run for longer); any other key is refused, naming it.
+pub fn resume_config(out: &Path, overrides: &[String]) -> Result<TrainConfig> {
+    for spec in overrides {
+        let key = spec.split_once('=').map_or(spec.as_str(), |(k, _)| k).trim();
+        if key != "train.steps" {
+            bail!("--resume --set {key}: a resumed run keeps its configuration; only train.steps can be changed (raised), e.g. --set train.steps=200");
+        }
+    }
     let path = out.join("config.toml");
-    TrainConfig::load(&path, &[]).with_context(|| format!("--resume {}: cannot read the run's configuration", out.display()))
+    TrainConfig::load(&path, overrides).with_context(|| format!("--resume {}: cannot read the run's configuration", out.display()))
 }
 
 pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
@@ -63,8 +75,16 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
             .expect("valid template"),
     );
     bar.set_position(trainer.step);
-    let mut last_eval_step = if initial_eval.is_some() { Some(0) } else { None };
-    let mut last_save_step = None;
+    // A resumed run has evaluated and saved at its checkpoint's step already (the logs were cut back to
+    // it): resuming a finished run must not append a second final evaluation or rewrite its checkpoint.
+    let mut last_eval_step = if initial_eval.is_some() {
+        Some(0)
+    } else if opts.resume {
+        last_eval_of(&trainer.out)?.map(|e| e.step).filter(|&s| s == trainer.step)
+    } else {
+        None
+    };
+    let mut last_save_step = opts.resume.then_some(trainer.step);
     let mut train_seconds = 0.0;
     while trainer.step < steps {
         if opts.time_limit.is_some_and(|limit| train_seconds >= limit) {

@@ -1,0 +1,119 @@
+//! `train.save_total_limit`: after each complete save the oldest `checkpoints/step-N` folders beyond the
+//! limit are deleted, never the one `latest` names, never after a failed save, and nothing else in the
+//! folder is touched. A trainer run with the limit keeps exactly the newest checkpoints and resumes.
+
+mod common;
+
+use std::path::Path;
+
+use anyhow::bail;
+use cppo_data::SamplerState;
+use cppo_train::checkpoint::{self, TrainerState};
+use cppo_train::commands::train::{run, RunOptions};
+
+fn state(step: u64) -> TrainerState {
+    TrainerState {
+        step,
+        seed: 1,
+        sampler: SamplerState { seed: 1, epoch: 0, position: step as usize, len: 100 },
+        config: String::new(),
+        best_eval: None,
+    }
+}
+
+fn save(out: &Path, step: u64, keep: Option<usize>) -> anyhow::Result<std::path::PathBuf> {
+    checkpoint::save(
+        out,
+        &state(step),
+        |dir| {
+            std::fs::create_dir_all(dir)?;
+            Ok(std::fs::write(dir.join("weights"), step.to_string())?)
+        },
+        |path| Ok(std::fs::write(path, b"moments")?),
+        keep,
+    )
+}
+
+fn steps_on_disk(out: &Path) -> Vec<u64> {
+    checkpoint::list(out).unwrap().into_iter().map(|(s, _)| s).collect()
+}
+
+#[test]
+fn keeps_the_newest_n_and_only_deletes_after_a_complete_save() {
+    let out = common::out_dir("retention-unit");
+    let root = checkpoint::checkpoints_dir(&out);
+    for step in 1..=3 {
+        save(&out, step * 10, None).unwrap();
+    }
+    // Not checkpoints: left alone whatever the limit.
+    std::fs::write(root.join("notes.txt"), b"x").unwrap();
+    std::fs::create_dir_all(root.join("step-abc")).unwrap();
+    std::fs::create_dir_all(root.join("best")).unwrap();
+    assert_eq!(steps_on_disk(&out), vec![10, 20, 30]);
+
+    save(&out, 40, Some(2)).unwrap();
+    assert_eq!(steps_on_disk(&out), vec![30, 40]);
+    assert_eq!(checkpoint::latest(&out).unwrap().unwrap(), root.join("step-000040"));
+    assert_eq!(checkpoint::load_state(&root.join("step-000040")).unwrap().step, 40);
+    assert!(root.join("notes.txt").exists() && root.join("step-abc").exists() && root.join("best").exists());
+    // No leftovers of the deletion.
+    let hidden: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}");
+
+    // A save that fails deletes nothing, and `latest` still names the previous checkpoint.
+    let failed = checkpoint::save(&out, &state(50), |_| bail!("disk full"), |_| Ok(()), Some(1));
+    assert!(failed.is_err());
+    assert_eq!(steps_on_disk(&out), vec![30, 40]);
+    assert_eq!(checkpoint::latest(&out).unwrap().unwrap(), root.join("step-000040"));
+
+    // The limit counts the new checkpoint: limit 1 leaves only it.
+    save(&out, 50, Some(1)).unwrap();
+    assert_eq!(steps_on_disk(&out), vec![50]);
+    assert_eq!(std::fs::read_to_string(root.join("step-000050/model/weights")).unwrap(), "50");
+}
+
+#[test]
+fn never_deletes_the_checkpoint_latest_names() {
+    let out = common::out_dir("retention-latest");
+    let root = checkpoint::checkpoints_dir(&out);
+    for step in [1, 2, 3] {
+        save(&out, step, None).unwrap();
+    }
+    // `latest` names an older checkpoint (say, a newer folder was copied in by hand): it survives pruning
+    // as an extra besides the newest one.
+    std::fs::write(root.join("latest"), b"step-000001").unwrap();
+    let deleted = checkpoint::prune(&out, 1).unwrap();
+    assert_eq!(deleted, vec![root.join("step-000002")]);
+    assert_eq!(steps_on_disk(&out), vec![1, 3]);
+    assert_eq!(checkpoint::latest(&out).unwrap().unwrap(), root.join("step-000001"));
+}
+
+#[test]
+fn zero_is_refused_and_none_keeps_all() {
+    let cfg = common::tiny_config("retention-none", &[]);
+    assert_eq!(cfg.train.save_total_limit, None);
+    let bad = cppo_train::config::TrainConfig::from_toml(&toml::to_string(&cfg).unwrap(), &["train.save_total_limit=0".into()]);
+    let msg = format!("{:#}", bad.unwrap_err());
+    assert!(msg.contains("train.save_total_limit"), "{msg}");
+}
+
+#[test]
+fn a_run_with_a_limit_keeps_the_newest_checkpoints_and_resumes() {
+    let cfg = common::tiny_config(
+        "retention-run",
+        &["train.steps=3", "train.save_every=1", "train.save_total_limit=2", "loss.beta=0.0", "data.eval_limit=1"],
+    );
+    let out = cfg.output_dir.clone();
+    let opts = RunOptions { progress: false, ..Default::default() };
+    run(cfg.clone(), &opts).unwrap();
+    assert_eq!(steps_on_disk(&out), vec![2, 3]);
+    assert_eq!(checkpoint::latest(&out).unwrap().unwrap(), checkpoint::checkpoints_dir(&out).join("step-000003"));
+    // Resuming the finished run from the newest one works and deletes nothing more.
+    let summary = run(cfg, &RunOptions { resume: true, ..opts }).unwrap();
+    assert_eq!(summary.steps, 3);
+    assert_eq!(steps_on_disk(&out), vec![2, 3]);
+}
