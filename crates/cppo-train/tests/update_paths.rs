@@ -51,7 +51,8 @@ fn expected_kept(t: &Trainer, report: &StepReport) -> Vec<(usize, usize)> {
         .iter_kept()
         .filter(|&(g, i, _)| {
             let c = &report.rollouts[g].completions[i];
-            !c.tokens.is_empty() && !(t.cfg.loss.mask_truncated && c.truncated())
+            let masked = t.cfg.loss.mask_truncated && c.truncated();
+            !c.tokens.is_empty() && !masked
         })
         .map(|(g, i, _)| (g, i))
         .collect()
