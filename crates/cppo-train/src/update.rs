@@ -182,7 +182,7 @@ impl Updater<'_> {
                     if !stats.loss.is_finite() {
                         bail!("the loss is {} (micro-batch {m} of question {}): stopping this step without updating the weights", stats.loss, mb.group);
                     }
-                    if pass == 0 {
+                    if pass + 1 == mu {
                         out.entropy_sum += masked_sum(&lp.entropy, &lp.mask)?;
                     }
                     pass_stats.add(&stats);
@@ -201,11 +201,13 @@ impl Updater<'_> {
             let rate = lr(pass);
             let report = self.optimizer.step(self.vars, self.grads, rate)?;
             out.optimizer_seconds += t.elapsed().as_secs_f64();
-            out.grad_norm = report.grad_norm;
-            out.learning_rate = rate;
-            // Report the first pass's statistics: those of the batch as generated.
-            if pass == 0 {
+            // Every statistic reported is the last pass's (with mu = 1, the only one): loss, KL, clip
+            // fractions, entropy, gradient norm and learning rate all describe the step's last optimizer
+            // step. The first pass's ratios are 1 by construction, so its clip fractions say nothing.
+            if pass + 1 == mu {
                 out.stats = pass_stats;
+                out.grad_norm = report.grad_norm;
+                out.learning_rate = rate;
             }
         }
         out.forward_rows = (scored(self) - rows_before) as usize;
