@@ -330,10 +330,14 @@ fn sentencepiece_tokenizers_load_from_llama2_style_metadata() {
     let euro = tok.encode("hello \u{20ac}").unwrap();
     assert_eq!(euro, vec![id("\u{2581}hello"), id("\u{2581}"), 3 + 0xE2, 3 + 0x82, 3 + 0xAC]);
     assert_eq!(tok.decode(&euro, true).unwrap(), "hello \u{20ac}");
-    // Control tokens written in the text are their ids; decoding can skip them.
-    let with_bos = tok.encode("<s>hello</s>").unwrap();
-    assert_eq!(with_bos, vec![1, id("\u{2581}hello"), 2]);
-    assert_eq!(tok.decode(&with_bos, true).unwrap(), "hello");
+    // Control tokens written in the text are their ids, and no ▁ is put after them (transformers'
+    // prepend_scheme "first"); decoding can skip them.
+    let with_bos = tok.encode("<s>hello world</s>").unwrap();
+    let (h, e, o) = (id("\u{2581}") + 1, id("\u{2581}") + 2, id("\u{2581}") + 4);
+    assert_eq!(with_bos, vec![1, h, e, id("ll"), o, id("\u{2581}world"), 2]);
+    assert_eq!(tok.decode(&with_bos, true).unwrap(), "hello world");
+    // Text that starts with a space gets no second ▁.
+    assert_eq!(tok.encode(" hello").unwrap(), vec![id("\u{2581}hello")]);
     // The chat template from the metadata, with the bos token it names.
     let text = tok.render(&[cppo_model::ChatMessage::new("user", "hello")], true).unwrap();
     assert_eq!(text, "<s>[INST] hello [/INST]");

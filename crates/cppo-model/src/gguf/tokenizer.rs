@@ -3,7 +3,8 @@
 //!   from the file, the text splitting named by `tokenizer.ggml.pre` (as llama.cpp applies it);
 //! - SentencePiece BPE (`"llama"`: Llama 2, TinyLlama, Mistral): `▁` for spaces (and before the text,
 //!   unless `tokenizer.ggml.add_space_prefix` is false), byte fallback through the `<0xNN>` pieces, and
-//!   merges derived from the pieces' scores as transformers derives them when it loads such a file;
+//!   merges derived from the pieces' scores, all as transformers 5 rebuilds it from such a file (checked
+//!   token for token on a synthetic file written by the `gguf` Python package);
 //! control tokens become special added tokens in both.
 
 use serde_json::{json, Map, Value};
@@ -180,11 +181,9 @@ fn sentencepiece_json(md: &Metadata<'_>) -> Result<Value> {
             }))
         })
         .collect();
-    let mut normalizers = Vec::new();
-    if prefix_space {
-        normalizers.push(json!({"type": "Prepend", "prepend": SPACE.to_string()}));
-    }
-    normalizers.push(json!({"type": "Replace", "pattern": {"String": " "}, "content": SPACE.to_string()}));
+    // Spaces become ▁ and one is put before the text (not after a special token, and not when the text
+    // already starts with a space), as transformers' Metaspace does with prepend_scheme "first".
+    let scheme = if prefix_space { "first" } else { "never" };
     let mut decoders = vec![
         json!({"type": "Replace", "pattern": {"String": SPACE.to_string()}, "content": " "}),
         json!({"type": "ByteFallback"}),
@@ -198,8 +197,8 @@ fn sentencepiece_json(md: &Metadata<'_>) -> Result<Value> {
         "truncation": null,
         "padding": null,
         "added_tokens": added,
-        "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": null,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Metaspace", "replacement": SPACE.to_string(), "prepend_scheme": scheme, "split": false},
         "post_processor": null,
         "decoder": {"type": "Sequence", "decoders": decoders},
         "model": {
