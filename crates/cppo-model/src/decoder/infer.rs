@@ -90,8 +90,7 @@ impl Decoder {
         self.prefill_logits_with(tokens, cache, row, None)
     }
 
-    /// As `prefill_logits`, reading the matrix weights from `half` where given. A long prompt (more
-    /// than 128 tokens) goes through the general multiply in f32 either way.
+    /// As `prefill_logits`, reading the matrix weights from `half` where given.
     pub fn prefill_logits_with(&self, tokens: &[u32], cache: &mut KvCache, row: usize, half: Option<&RolloutWeights>) -> Result<Vec<f32>> {
         if tokens.is_empty() {
             return Err(DecoderError::BadInput("prefill: no tokens".into()));
@@ -306,9 +305,12 @@ struct Proj<'a> {
 
 /// `outs[i].y (+)= x (n x din) @ outs[i].w^T`: a decode step's few rows go through the skinny kernel,
 /// every weight of one input in a single dispatch (from the bf16 copy where there is one); more rows
-/// through the general multiply, in f32. Every `Proj` here is a whole row-major matrix (`ys == n`).
+/// through the general multiply in f32, unless a bf16 copy is given (then chunks of the skinny kernel). Every `Proj` here is a whole row-major matrix (`ys == n`).
 fn project(x: &[f32], n: usize, din: usize, outs: &mut [Proj]) {
-    if n <= SKINNY_CHUNKS * skinny::MAX_ROWS && skinny::available() {
+    // A bf16 snapshot is read by every product of its generation, however many rows (a long prompt
+    // too), so the sampled distribution does not depend on how rows were batched.
+    let half = outs.iter().any(|o| o.half.is_some());
+    if (half || n <= SKINNY_CHUNKS * skinny::MAX_ROWS) && skinny::available() {
         // Streaming the weights once per chunk of rows beats one general multiply over them all.
         let chunks = n.div_ceil(skinny::MAX_ROWS);
         let per = n.div_ceil(chunks);

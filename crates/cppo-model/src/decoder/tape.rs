@@ -38,6 +38,9 @@ pub(crate) struct Tape<T> {
     x_final: Vec<T>,
     gather: Gather,
     lse: Vec<T>,
+    /// The output projection's logits, when the forward kept them (see `logprob`); the backward pass
+    /// takes them, so a second backward recomputes.
+    logits: std::sync::Mutex<Option<Vec<Vec<T>>>>,
 }
 
 fn gather_rows<T: Float>(table: &[T], width: usize, tokens: &[u32]) -> Vec<T> {
@@ -96,7 +99,7 @@ pub(crate) fn forward<T: Float>(
         }
     }
     let hn = rms_norm::forward(&x, w[ix.norm], eps);
-    let scored = logprob::forward(&gather, &hn, w[ix.lm_head], cfg.vocab_size, h);
+    let mut scored = logprob::forward(&gather, &hn, w[ix.lm_head], cfg.vocab_size, h, save);
     let tape = save.then(|| Tape {
         attn,
         tokens: tokens.to_vec(),
@@ -104,6 +107,7 @@ pub(crate) fn forward<T: Float>(
         x_final: x,
         gather,
         lse: scored.lse.clone(),
+        logits: std::sync::Mutex::new(scored.logits.take()),
     });
     Ok((scored, tape))
 }
@@ -125,7 +129,8 @@ pub(crate) fn backward<T: Float>(dec: &Decoder, tape: &Tape<T>, gout: &[T]) -> R
     let hn = rms_norm::forward(&tape.x_final, w[ix.norm], eps);
     let mut dhn = vec![T::zero(); n * h];
     let mut dhead = vec![T::zero(); vocab * h];
-    logprob::backward_into(&tape.gather, &tape.lse, &hn, w[ix.lm_head], gout, vocab, h, Some(&mut dhn), Some(&mut dhead));
+    let kept = tape.logits.lock().ok().and_then(|mut l| l.take());
+    logprob::backward_into(&tape.gather, kept, &tape.lse, &hn, w[ix.lm_head], gout, vocab, h, Some(&mut dhn), Some(&mut dhead));
     drop(hn);
     // dx: the gradient of the residual stream, walked back through the layers in place.
     let mut dx = vec![T::zero(); n * h];

@@ -1,7 +1,9 @@
 //! The log-probability of chosen tokens under `softmax(hidden @ lm_head^T)`, computed a chunk of the
-//! vocabulary at a time so the (tokens x vocab) logits never exist as a whole, neither forward nor
-//! backward (the backward pass recomputes each chunk from the saved log-normaliser). The forward pass
-//! also yields each predicting row's entropy, as a detached by-product for metrics.
+//! vocabulary at a time so the (tokens x vocab) logits never need to exist as a whole: the backward
+//! pass recomputes each chunk from the saved log-normaliser, unless the training forward kept the
+//! chunks because they fit `KEEP_LOGITS_BYTES` (a small batch then skips a third of the output
+//! projection's work). The forward pass also yields each predicting row's entropy, as a detached
+//! by-product for metrics.
 
 use std::sync::{Arc, Mutex};
 
@@ -113,23 +115,33 @@ fn check(g: &Gather, hidden: &Shape, w: &Shape) -> Result<(usize, usize)> {
     Ok((vocab, width))
 }
 
-/// The scored slots (flat output of `g.out_shape`), and per slot its row's log-normaliser and entropy.
+/// Logits up to this size are kept by a training forward for its backward pass.
+pub(crate) const KEEP_LOGITS_BYTES: usize = 256 << 20;
+
+/// The scored slots (flat output of `g.out_shape`), and per slot its row's log-normaliser and entropy;
+/// the logits chunk by chunk when asked to keep them and they fit.
 pub(crate) struct Scored<T> {
     pub out: Vec<T>,
     pub lse: Vec<T>,
     pub entropy: Vec<f64>,
+    pub logits: Option<Vec<Vec<T>>>,
 }
 
-pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize) -> Scored<T> {
+pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize, keep: bool) -> Scored<T> {
     let slots = g.rows.len();
     let hs = gather_rows(h, width, &g.rows);
     let vc = chunk(g.chunk_cols, slots, vocab);
     // Online log-sum-exp: running max m, s = sum exp(z - m), t = sum exp(z - m) z.
     let mut state = vec![(T::neg_infinity(), T::zero(), T::zero(), T::zero()); slots];
+    let keep = keep && slots * vocab * std::mem::size_of::<T>() <= KEEP_LOGITS_BYTES;
+    let mut kept = Vec::new();
     let mut buf = Vec::new();
     let mut v0 = 0;
     while v0 < vocab {
         let n = vc.min(vocab - v0);
+        if keep {
+            buf = Vec::new();
+        }
         logits_chunk(&hs, w, width, v0, n, &mut buf);
         buf.par_chunks(n).zip(state.par_iter_mut()).zip(g.targets.par_iter()).for_each(|((z, st), &tgt)| {
             let (m, s, t, zt) = st;
@@ -148,6 +160,9 @@ pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, widt
                 *zt = z[tgt - v0];
             }
         });
+        if keep {
+            kept.push(std::mem::take(&mut buf));
+        }
         v0 += n;
     }
     let total: usize = g.out_shape.iter().product();
@@ -160,14 +175,16 @@ pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, widt
         lse.push(l);
         entropy.push(WithDType::to_f64(l - t / s));
     }
-    Scored { out, lse, entropy }
+    Scored { out, lse, entropy, logits: keep.then_some(kept) }
 }
 
 /// d logit_v = g * (onehot(target) - softmax_v), folded into `dh (rows x width)` (added to) and `dw
-/// (vocab x width)` (overwritten) chunk by chunk.
+/// (vocab x width)` (overwritten) chunk by chunk; from `kept` chunks of the forward's logits when
+/// given, else recomputed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward_into<T: Float>(
     g: &Gather,
+    kept: Option<Vec<Vec<T>>>,
     lse: &[T],
     h: &[T],
     w: &[T],
@@ -182,11 +199,15 @@ pub(crate) fn backward_into<T: Float>(
     let hs = gather_rows(h, width, &g.rows);
     let mut dhs = vec![T::zero(); if dh.is_some() { slots * width } else { 0 }];
     let vc = chunk(g.chunk_cols, slots, vocab);
+    let mut kept = kept.map(|k| k.into_iter());
     let mut buf = Vec::new();
     let mut v0 = 0;
     while v0 < vocab {
         let n = vc.min(vocab - v0);
-        logits_chunk(&hs, w, width, v0, n, &mut buf);
+        match kept.as_mut().and_then(|k| k.next()).filter(|c| c.len() == slots * n) {
+            Some(chunk) => buf = chunk,
+            None => logits_chunk(&hs, w, width, v0, n, &mut buf),
+        }
         buf.par_chunks_mut(n).zip(lse.par_iter().zip(gs.par_iter())).zip(g.targets.par_iter()).for_each(
             |((z, (&l, &gi)), &tgt)| {
                 T::exp_scale(z, l, -gi);
@@ -239,7 +260,7 @@ fn fwd_storage<T: Float>(op: &LogProbOp, s1: &CpuStorage, l1: &Layout, s2: &CpuS
     let (vocab, width) = check(&op.gather, l1.shape(), l2.shape())?;
     let h = slice::<T>(s1, l1, "token_logprobs hidden")?;
     let w = slice::<T>(s2, l2, "token_logprobs lm_head")?;
-    let scored = forward(&op.gather, h, w, vocab, width);
+    let scored = forward(&op.gather, h, w, vocab, width, false);
     let mut saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
     saved.lse = scored.lse.iter().map(|&v| WithDType::to_f64(v)).collect();
     saved.entropy = scored.entropy;
@@ -264,6 +285,7 @@ fn bwd_tensors<T: Float>(op: &LogProbOp, hidden: &Tensor, w: &Tensor, g: &Tensor
             with_data::<T, _>(g, |gs| {
                 backward_into(
                     &op.gather,
+                    None,
                     &lse,
                     h,
                     ws,
@@ -292,5 +314,39 @@ impl CustomOp2 for LogProbOp {
 
     fn bwd(&self, hidden: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
         dispatch!(g.dtype(), "token_logprobs", bwd_tensors(self, hidden, w, g))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
+    }
+
+    /// The backward pass gives the same gradients from the forward's kept logits as from recomputed
+    /// ones, over several vocabulary chunks (the last one short).
+    #[test]
+    fn kept_logits_give_the_recomputed_gradients() {
+        let (rows, width, vocab) = (7, 12, 50);
+        let h = values(rows * width, 1);
+        let w = values(vocab * width, 2);
+        let g = Gather { rows: vec![0, 2, 3, 6, 6], targets: vec![4, 49, 0, 17, 33], out_index: vec![0, 1, 2, 3, 4], out_shape: vec![5], chunk_cols: 16 };
+        let gout = values(5, 3);
+        let kept = forward(&g, &h, &w, vocab, width, true);
+        let plain = forward(&g, &h, &w, vocab, width, false);
+        assert_eq!(kept.out, plain.out);
+        assert!(plain.logits.is_none());
+        let chunks = kept.logits.expect("small logits are kept");
+        assert_eq!(chunks.len(), 4);
+        let grads = |k: Option<Vec<Vec<f32>>>| {
+            let (mut dh, mut dw) = (vec![0f32; rows * width], vec![0f32; vocab * width]);
+            backward_into(&g, k, &kept.lse, &h, &w, &gout, vocab, width, Some(&mut dh), Some(&mut dw));
+            (dh, dw)
+        };
+        let (a, b) = (grads(Some(chunks)), grads(None));
+        assert_eq!(a, b);
+        assert!(a.0.iter().any(|&x| x != 0.0) && a.1.iter().any(|&x| x != 0.0));
     }
 }
