@@ -118,6 +118,9 @@ enum BenchCommand {
         model: String,
         #[arg(long, default_value_t = 64)]
         max_new_tokens: usize,
+        /// Runs of each step; every phase is reported as its median.
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
     },
 }
 
@@ -250,8 +253,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
             print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());
         }
-        Command::Bench { what: BenchCommand::Step { model, max_new_tokens } } => {
-            print!("{}", commands::bench::bench_step(&model, max_new_tokens)?.table());
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats } } => {
+            print!("{}", commands::bench::bench_step(&model, max_new_tokens, repeats)?.table());
         }
         Command::Eval(a) => {
             let settings = EvalSettings {

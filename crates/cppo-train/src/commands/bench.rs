@@ -174,6 +174,8 @@ pub struct StepBench {
     pub model: String,
     pub prompt_tokens: usize,
     pub max_new_tokens: usize,
+    /// Runs of each step; phases are their medians.
+    pub repeats: usize,
     /// One GRPO step at G = 16 and a CPPO (P = 0.875) update on the same batch.
     pub grpo_16: StepTimes,
     pub cppo_16: StepTimes,
@@ -190,8 +192,8 @@ pub struct StepBench {
 impl StepBench {
     pub fn table(&self) -> String {
         let mut out = format!(
-            "model {}, prompt {} tokens, <= {} new tokens; rollouts from bf16 weights unless marked f32\n",
-            self.model, self.prompt_tokens, self.max_new_tokens
+            "model {}, prompt {} tokens, <= {} new tokens; rollouts from bf16 weights unless marked f32; median of {} runs per phase\n",
+            self.model, self.prompt_tokens, self.max_new_tokens, self.repeats
         );
         out += "| step | rollout weights | beta | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for t in [&self.grpo_16, &self.cppo_16, &self.grpo_8, &self.grpo_8_no_kl, &self.grpo_8_f32] {
@@ -222,8 +224,26 @@ impl StepBench {
     }
 }
 
+/// Each phase's median over runs of the same step (counts from the first run).
+fn median_times(runs: &[StepTimes]) -> StepTimes {
+    let med = |f: fn(&StepTimes) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    StepTimes {
+        generation: med(|t| t.generation),
+        reward: med(|t| t.reward),
+        reference: med(|t| t.reference),
+        policy: med(|t| t.policy),
+        optimizer: med(|t| t.optimizer),
+        total: med(|t| t.total),
+        ..runs[0].clone()
+    }
+}
+
 /// Times one step's phases. The updates of the arms of one batch run on the very same rollouts.
-pub fn bench_step(model: &str, max_new_tokens: usize) -> Result<StepBench> {
+pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<StepBench> {
     let path = resolve_model_path(model)?;
     let loaded = cppo_model::load_model(&path, DType::F32, &Device::Cpu)?;
     let policy = Decoder::new(&loaded.config, &loaded.weights, true, &Device::Cpu)?;
@@ -277,17 +297,24 @@ pub fn bench_step(model: &str, max_new_tokens: usize) -> Result<StepBench> {
         }
         Ok(out)
     };
-    let bf16 = WeightPrecision::Bf16;
     // Warm the allocator and caches once so the first measured phase is not penalised.
-    one("warm-up", 2, bf16, &[("grpo", Strategy::All, 0.04)])?;
-    let sixteen = one("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04), ("cppo P=0.875", Strategy::Cppo { pruning_rate: 0.875 }, 0.04)])?;
-    let eight = one("G=8", 8, bf16, &[("grpo", Strategy::All, 0.04), ("grpo", Strategy::All, 0.0)])?;
-    let eight_f32 = one("G=8", 8, WeightPrecision::F32, &[("grpo", Strategy::All, 0.04)])?;
+    one("warm-up", 2, WeightPrecision::Bf16, &[("grpo", Strategy::All, 0.04)])?;
+    // Each row is measured `repeats` times (same seed, so the same rollouts) and each phase reported
+    // by its median: on a shared machine single runs of the same step vary by 10-20%.
+    let mut measure = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64)]| -> Result<Vec<StepTimes>> {
+        let runs: Vec<Vec<StepTimes>> = (0..repeats.max(1)).map(|_| one(label, g, weights, arms)).collect::<Result<_>>()?;
+        Ok((0..arms.len()).map(|a| median_times(&runs.iter().map(|r| r[a].clone()).collect::<Vec<_>>())).collect())
+    };
+    let bf16 = WeightPrecision::Bf16;
+    let sixteen = measure("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04), ("cppo P=0.875", Strategy::Cppo { pruning_rate: 0.875 }, 0.04)])?;
+    let eight = measure("G=8", 8, bf16, &[("grpo", Strategy::All, 0.04), ("grpo", Strategy::All, 0.0)])?;
+    let eight_f32 = measure("G=8", 8, WeightPrecision::F32, &[("grpo", Strategy::All, 0.04)])?;
     let (grpo, cppo) = (sixteen[0].clone(), sixteen[1].clone());
     Ok(StepBench {
         model: model.to_string(),
         prompt_tokens: prompts[0].len(),
         max_new_tokens,
+        repeats,
         policy_ratio: cppo.policy / grpo.policy,
         kept_ratio: cppo.loss_tokens as f64 / grpo.loss_tokens.max(1) as f64,
         grpo_16: grpo,
