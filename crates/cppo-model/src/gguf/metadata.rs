@@ -151,33 +151,28 @@ impl Metadata<'_> {
             .map(Some)
     }
 
-    pub fn opt_i64_array(&self, key: &str) -> Result<Option<Vec<i64>>> {
+    /// An array whose every item `read` converts; an item it refuses is named with its index.
+    fn typed_array<T>(&self, key: &str, expected: &str, read: impl Fn(&Value) -> Option<T>) -> Result<Option<Vec<T>>> {
         let Some(items) = self.array(key)? else {
             return Ok(None);
         };
         items
             .iter()
             .enumerate()
-            .map(|(i, v)| {
-                as_i64(v).ok_or_else(|| self.invalid(&format!("{key}[{i}]"), "an integer", v))
-            })
+            .map(|(i, v)| read(v).ok_or_else(|| self.invalid(&format!("{key}[{i}]"), expected, v)))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }
 
+    pub fn opt_i64_array(&self, key: &str) -> Result<Option<Vec<i64>>> {
+        self.typed_array(key, "an integer", as_i64)
+    }
+
     pub fn opt_f64_array(&self, key: &str) -> Result<Option<Vec<f64>>> {
-        let Some(items) = self.array(key)? else {
-            return Ok(None);
-        };
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::F32(x) => Ok(f64::from(*x)),
-                Value::F64(x) => Ok(*x),
-                other => as_i64(other).map(|x| x as f64).ok_or_else(|| self.invalid(&format!("{key}[{i}]"), "a number", other)),
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(Some)
+        self.typed_array(key, "a number", |v| match v {
+            Value::F32(x) => Some(f64::from(*x)),
+            Value::F64(x) => Some(*x),
+            other => as_i64(other).map(|x| x as f64),
+        })
     }
 }

@@ -128,6 +128,22 @@ fn required_tokens<'a>(md: &'a Metadata<'_>) -> Result<Vec<&'a str>> {
     })
 }
 
+/// `tokenizer.json`'s added tokens: those `special(type, token)` names, special or not.
+fn added_tokens(tokens: &[&str], types: &[i64], special: impl Fn(i64, &str) -> Option<bool>) -> Vec<Value> {
+    tokens
+        .iter()
+        .zip(types)
+        .enumerate()
+        .filter_map(|(id, (token, &kind))| {
+            let special = special(kind, token)?;
+            Some(json!({
+                "id": id, "content": token, "single_word": false, "lstrip": false, "rstrip": false,
+                "normalized": false, "special": special,
+            }))
+        })
+        .collect()
+}
+
 /// The token types, one per token (empty when the file has none).
 fn token_types(md: &Metadata<'_>, count: usize) -> Result<Vec<i64>> {
     let types = md.opt_i64_array("tokenizer.ggml.token_type")?.unwrap_or_default();
@@ -165,22 +181,11 @@ fn sentencepiece_json(md: &Metadata<'_>) -> Result<Value> {
         .opt_u32("tokenizer.ggml.unknown_token_id")?
         .and_then(|id| tokens.get(id as usize).copied())
         .or_else(|| types.iter().position(|&t| t == UNKNOWN).map(|i| tokens[i]));
-    let added: Vec<Value> = tokens
-        .iter()
-        .zip(&types)
-        .enumerate()
-        .filter_map(|(id, (token, &kind))| {
-            let special = match kind {
-                CONTROL | UNKNOWN => true,
-                USER_DEFINED => false,
-                _ => return None,
-            };
-            Some(json!({
-                "id": id, "content": token, "single_word": false, "lstrip": false, "rstrip": false,
-                "normalized": false, "special": special,
-            }))
-        })
-        .collect();
+    let added = added_tokens(&tokens, &types, |kind, _| match kind {
+        CONTROL | UNKNOWN => Some(true),
+        USER_DEFINED => Some(false),
+        _ => None,
+    });
     // Spaces become ▁ and one is put before the text (not after a special token, and not when the text
     // already starts with a space), as transformers' Metaspace does with prepend_scheme "first".
     let scheme = if prefix_space { "first" } else { "never" };
@@ -271,23 +276,12 @@ fn byte_level_json(md: &Metadata<'_>) -> Result<Value> {
             )),
         })
         .collect::<Result<_>>()?;
-    let added: Vec<Value> = tokens
-        .iter()
-        .zip(&types)
-        .enumerate()
-        .filter_map(|(id, (token, &kind))| {
-            // A "control" token outside the byte alphabet is a converter mislabel (transformers skips it too).
-            let special = match kind {
-                CONTROL if in_alphabet(token) => true,
-                USER_DEFINED => false,
-                _ => return None,
-            };
-            Some(json!({
-                "id": id, "content": token, "single_word": false, "lstrip": false, "rstrip": false,
-                "normalized": false, "special": special,
-            }))
-        })
-        .collect();
+    let added = added_tokens(&tokens, &types, |kind, token| match kind {
+        // A "control" token outside the byte alphabet is a converter mislabel (transformers skips it too).
+        CONTROL if in_alphabet(token) => Some(true),
+        USER_DEFINED => Some(false),
+        _ => None,
+    });
 
     Ok(json!({
         "version": "1.0",

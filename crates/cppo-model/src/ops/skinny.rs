@@ -341,33 +341,14 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn columns_dot(m: usize, k: usize, x: *const u16, kp: usize, w: *const u16, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
-        let ahead = 3 * (8 / m.clamp(1, 8)).min(4);
-        let panel = (PANEL_BYTES / (2 * k.max(1))).max(1).div_ceil(3) * 3;
-        let mut p0 = j0;
-        while p0 < j1 {
-            let p1 = (p0 + panel).min(j1);
-            let mut i = 0;
-            while i < m {
-                let r = (m - i).min(8);
-                let xi = x.add(i * kp);
-                let mut j = p0;
-                while j < p1 {
-                    let c = (p1 - j).min(3);
-                    let wj = w.add(j * k);
-                    let pf = if i == 0 { (j1 - j).saturating_sub(ahead).min(3) } else { 0 };
-                    let next = w.add((j + ahead).min(j1.saturating_sub(1)) * k);
-                    let yi = y.add(i * ys + j);
-                    match c {
-                        3 => rows_dot::<3>(r, k, kp, xi, wj, next, pf, yi, ys, add),
-                        2 => rows_dot::<2>(r, k, kp, xi, wj, next, pf, yi, ys, add),
-                        _ => rows_dot::<1>(r, k, kp, xi, wj, next, pf, yi, ys, add),
-                    }
-                    j += c;
-                }
-                i += r;
+        walk(m, k, 2, j0, j1, |i, r, j, c, pf, ahead| unsafe {
+            let (xi, wj, next, yi) = (x.add(i * kp), w.add(j * k), w.add(ahead * k), y.add(i * ys + j));
+            match c {
+                3 => rows_dot::<3>(r, k, kp, xi, wj, next, pf, yi, ys, add),
+                2 => rows_dot::<2>(r, k, kp, xi, wj, next, pf, yi, ys, add),
+                _ => rows_dot::<1>(r, k, kp, xi, wj, next, pf, yi, ys, add),
             }
-            p0 = p1;
-        }
+        });
     }
 
     /// Up to 8 input rows against C weight rows.
@@ -387,42 +368,47 @@ mod avx512 {
         }
     }
 
-    /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
-    #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn columns<E: Elem>(m: usize, k: usize, x: *const f32, w: *const E, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
-        // Prefetch far enough ahead that a block's weights arrive while earlier blocks compute: a
-        // block over few input rows takes little time.
+    /// Output columns `j0..j1` of a weight of `k` elements (`esize` bytes each) per row, walked in
+    /// panels of weight rows that stay in cache while every block of up to 8 input rows passes over
+    /// them, so each block's inputs are read from L1 and the weights leave memory once:
+    /// `block(i, r, j, c, pf, ahead)` multiplies input rows `i..i + r` by weight rows `j..j + c` and
+    /// prefetches `pf` weight rows from row `ahead` (only the first pass over a panel fetches; far
+    /// enough ahead that a block's weights arrive while earlier blocks compute).
+    #[inline(always)]
+    fn walk(m: usize, k: usize, esize: usize, j0: usize, j1: usize, mut block: impl FnMut(usize, usize, usize, usize, usize, usize)) {
         let ahead = 3 * (8 / m.clamp(1, 8)).min(4);
-        // A panel of weight rows stays in cache while every block of input rows passes over it, so
-        // each block's inputs are read from L1 and the weights leave memory once.
-        let panel = (PANEL_BYTES / (std::mem::size_of::<E>() * k.max(1))).max(1).div_ceil(3) * 3;
+        let panel = (PANEL_BYTES / (esize * k.max(1))).max(1).div_ceil(3) * 3;
         let mut p0 = j0;
         while p0 < j1 {
             let p1 = (p0 + panel).min(j1);
             let mut i = 0;
             while i < m {
                 let r = (m - i).min(8);
-                let xi = x.add(i * k);
                 let mut j = p0;
                 while j < p1 {
                     let c = (p1 - j).min(3);
-                    let wj = w.add(j * k);
-                    // Only the first pass over a panel fetches from memory.
                     let pf = if i == 0 { (j1 - j).saturating_sub(ahead).min(3) } else { 0 };
-                    let next = w.add((j + ahead).min(j1.saturating_sub(1)) * k);
-                    let yi = y.add(i * ys + j);
-                    match c {
-                        3 => rows::<E, 3>(r, k, xi, wj, next, pf, yi, ys, add),
-                        2 => rows::<E, 2>(r, k, xi, wj, next, pf, yi, ys, add),
-                        _ => rows::<E, 1>(r, k, xi, wj, next, pf, yi, ys, add),
-                    }
+                    block(i, r, j, c, pf, (j + ahead).min(j1.saturating_sub(1)));
                     j += c;
                 }
                 i += r;
             }
             p0 = p1;
         }
+    }
+
+    /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn columns<E: Elem>(m: usize, k: usize, x: *const f32, w: *const E, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
+        walk(m, k, std::mem::size_of::<E>(), j0, j1, |i, r, j, c, pf, ahead| unsafe {
+            let (xi, wj, next, yi) = (x.add(i * k), w.add(j * k), w.add(ahead * k), y.add(i * ys + j));
+            match c {
+                3 => rows::<E, 3>(r, k, xi, wj, next, pf, yi, ys, add),
+                2 => rows::<E, 2>(r, k, xi, wj, next, pf, yi, ys, add),
+                _ => rows::<E, 1>(r, k, xi, wj, next, pf, yi, ys, add),
+            }
+        });
     }
 }
 
