@@ -73,6 +73,27 @@ fn axes<'a, 'b>(
         .map_err(|e| anyhow!("{e}"))
 }
 
+/// `axes` with a mesh and the axes' descriptions, as the line charts draw them.
+fn labelled_axes<'a, 'b>(
+    root: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>> {
+    let mut chart = axes(root, title, x, y)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(chart)
+}
+
 fn legend<'a, DB: DrawingBackend + 'a>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
     position: SeriesLabelPosition,
@@ -92,15 +113,7 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
     let root = canvas(path)?;
     let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
     let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
-    let mut chart = axes(&root, title, x0..x1, y0..y1)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let mut chart = labelled_axes(&root, title, x_label, y_label, x0..x1, y0..y1)?;
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
@@ -151,15 +164,7 @@ pub fn band_chart(path: &Path, title: &str, x_label: &str, y_label: &str, groups
     let points = || groups.iter().flat_map(|g| g.runs.iter().flatten());
     let (x0, x1) = range(points().map(|p| p.0));
     let (y0, y1) = range(points().map(|p| p.1));
-    let mut chart = axes(&root, title, x0..x1, y0..y1)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let mut chart = labelled_axes(&root, title, x_label, y_label, x0..x1, y0..y1)?;
     let finite = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite();
     for (i, g) in groups.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
