@@ -18,6 +18,27 @@ pub enum WeightPrecision {
     Bf16,
 }
 
+impl WeightPrecision {
+    /// The name configs and the command line use (as serde spells it).
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightPrecision::F32 => "f32",
+            WeightPrecision::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::str::FromStr for WeightPrecision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [WeightPrecision::F32, WeightPrecision::Bf16]
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| format!("unknown weight precision {s:?} (f32 or bf16)"))
+    }
+}
+
 pub struct DecoderBackend<'a> {
     decoder: &'a Decoder,
     half: Option<RolloutWeights>,
@@ -62,5 +83,20 @@ impl Backend for DecoderBackend<'_> {
 
     fn decode(&self, cache: &mut KvCache, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
         Ok(self.decoder.decode_step_logits_with(tokens, rows, cache, self.half.as_ref())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WeightPrecision;
+
+    /// The command line's names are the config's (serde's) names, and parse back.
+    #[test]
+    fn names_match_serde_and_parse_back() {
+        for w in [WeightPrecision::F32, WeightPrecision::Bf16] {
+            assert_eq!(serde_json::to_value(w).unwrap(), serde_json::Value::String(w.name().into()));
+            assert_eq!(w.name().parse::<WeightPrecision>(), Ok(w));
+        }
+        assert!("fp16".parse::<WeightPrecision>().is_err());
     }
 }

@@ -108,29 +108,10 @@ fn legend<'a, DB: DrawingBackend + 'a>(
         .map_err(|e| anyhow!("{e}"))
 }
 
-/// One line (with markers) per series.
+/// One line (with markers) per series: `band_chart` with one run per group.
 pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
-    let root = canvas(path)?;
-    let (x0, x1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)));
-    let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
-    let mut chart = labelled_axes(&root, title, x_label, y_label, x0..x1, y0..y1)?;
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(|e| anyhow!("{e}"))?;
-    }
-    if series.len() > 1 || series.first().is_some_and(|s| !s.name.is_empty()) {
-        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
-    }
-    root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-    Ok(())
+    let groups: Vec<SeriesGroup> = series.iter().map(|s| SeriesGroup { name: s.name.clone(), runs: vec![s.points.clone()] }).collect();
+    band_chart(path, title, x_label, y_label, &groups)
 }
 
 /// Several runs of one thing (one arm over seeds): drawn as each run's curve, thin, and, when there are
@@ -158,7 +139,7 @@ pub fn mean_band(runs: &[Vec<(f64, f64)>]) -> Vec<(f64, f64, f64, f64)> {
 }
 
 /// One colour per group: each run as a thin line, and with several runs their mean (bold, with markers)
-/// over a min-max band; with one run, that run drawn as `line_chart` would.
+/// over a min-max band; with one run, that run as a line with markers.
 pub fn band_chart(path: &Path, title: &str, x_label: &str, y_label: &str, groups: &[SeriesGroup]) -> Result<()> {
     let root = canvas(path)?;
     let points = || groups.iter().flat_map(|g| g.runs.iter().flatten());
@@ -188,7 +169,8 @@ pub fn band_chart(path: &Path, title: &str, x_label: &str, y_label: &str, groups
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
         chart.draw_series(main.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| anyhow!("{e}"))?;
     }
-    if !groups.is_empty() {
+    // A lone unnamed line needs no legend.
+    if groups.len() > 1 || groups.first().is_some_and(|g| !g.name.is_empty()) {
         legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;

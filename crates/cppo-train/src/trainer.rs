@@ -221,6 +221,8 @@ impl Trainer {
         let mut times = PhaseTimes::default();
 
         let mut drawn: Vec<Rollout> = Vec::new();
+        // Per drawn group: whether its rewards differ (always true without dynamic sampling).
+        let mut varied: Vec<bool> = Vec::new();
         let (mut informative, mut rounds) = (0usize, 0usize);
         while rounds == 0 || (rounds < max_rounds && informative < planned) {
             let problems = self.sampler.next_batch(planned);
@@ -244,7 +246,11 @@ impl Trainer {
             times.reward += t.elapsed().as_secs_f64();
             if dynamic {
                 let rewards: Vec<Vec<f64>> = batch.iter().map(|r| r.rewards.clone()).collect();
-                informative += drop_uniform(&rewards).map_err(|e| anyhow::anyhow!("selection: {e}"))?.survivors.len();
+                let survivors = drop_uniform(&rewards).map_err(|e| anyhow::anyhow!("selection: {e}"))?.survivors;
+                informative += survivors.len();
+                varied.extend((0..batch.len()).map(|g| survivors.binary_search(&g).is_ok()));
+            } else {
+                varied.extend(std::iter::repeat_n(true, batch.len()));
             }
             drawn.extend(batch);
             rounds += 1;
@@ -270,8 +276,8 @@ impl Trainer {
         // leave here, so nothing after this point (selection, reference, update) ever sees them.
         let (mut uniform, mut surplus) = (0usize, 0usize);
         let (mut rollouts, mut dropped) = (Vec::new(), Vec::new());
-        for r in drawn {
-            if dynamic && drop_uniform(std::slice::from_ref(&r.rewards)).map_err(|e| anyhow::anyhow!("selection: {e}"))?.dropped > 0 {
+        for (r, varied) in drawn.into_iter().zip(varied) {
+            if !varied {
                 uniform += 1;
                 dropped.push(r);
             } else if dynamic && rollouts.len() >= planned {

@@ -110,7 +110,7 @@ enum BenchCommand {
         #[arg(long, default_value_t = 128)]
         new_tokens: usize,
         /// Weight precisions to measure, each at every batch size.
-        #[arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = parse_precision)]
+        #[arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = str::parse::<cppo_engine::WeightPrecision>)]
         weights: Vec<cppo_engine::WeightPrecision>,
     },
     Step {
@@ -195,14 +195,6 @@ struct GenerateCli {
     /// JSON lines out (text, tokens, log-probs, finish reason).
     #[arg(long)]
     json: bool,
-}
-
-fn parse_precision(s: &str) -> Result<cppo_engine::WeightPrecision, String> {
-    match s {
-        "f32" => Ok(cppo_engine::WeightPrecision::F32),
-        "bf16" => Ok(cppo_engine::WeightPrecision::Bf16),
-        other => Err(format!("unknown weight precision {other:?} (f32 or bf16)")),
-    }
 }
 
 fn main() -> anyhow::Result<()> {

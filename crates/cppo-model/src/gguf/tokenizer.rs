@@ -4,8 +4,9 @@
 //! - SentencePiece BPE (`"llama"`: Llama 2, TinyLlama, Mistral): `▁` for spaces (and before the text,
 //!   unless `tokenizer.ggml.add_space_prefix` is false), byte fallback through the `<0xNN>` pieces, and
 //!   merges derived from the pieces' scores, all as transformers 5 rebuilds it from such a file (checked
-//!   token for token on a synthetic file written by the `gguf` Python package);
-//! control tokens become special added tokens in both.
+//!   token for token on a synthetic file written by the `gguf` Python package).
+//!
+//! Control tokens become special added tokens in both.
 
 use serde_json::{json, Map, Value};
 
@@ -82,9 +83,12 @@ pub fn byte_to_char() -> [char; 256] {
 }
 
 pub fn tokenizer_from_metadata(md: &Metadata<'_>) -> Result<ChatTokenizer> {
-    let tokenizer_json = match md.str("tokenizer.ggml.model")? {
-        "gpt2" => byte_level_json(md)?,
-        "llama" => sentencepiece_json(md)?,
+    let model = md.str("tokenizer.ggml.model")?;
+    let tokens = required_tokens(md)?;
+    let types = token_types(md, tokens.len())?;
+    let tokenizer_json = match model {
+        "gpt2" => byte_level_json(md, &tokens, &types)?,
+        "llama" => sentencepiece_json(md, &tokens, &types)?,
         model => {
             return Err(ModelIoError::invalid(
                 md.path,
@@ -93,7 +97,6 @@ pub fn tokenizer_from_metadata(md: &Metadata<'_>) -> Result<ChatTokenizer> {
             ))
         }
     };
-    let tokens = required_tokens(md)?;
     let origin = format!("{} (gguf metadata)", md.path.display());
     let tokenizer = ChatTokenizer::parse_tokenizer_json(&tokenizer_json.to_string(), &origin)?;
 
@@ -159,9 +162,7 @@ fn token_types(md: &Metadata<'_>, count: usize) -> Result<Vec<i64>> {
 
 /// SentencePiece BPE as transformers rebuilds it from a GGUF file (its `GGUFLlamaConverter`): every
 /// split of a piece into two pieces is a merge, ranked by the whole piece's score.
-fn sentencepiece_json(md: &Metadata<'_>) -> Result<Value> {
-    let tokens = required_tokens(md)?;
-    let types = token_types(md, tokens.len())?;
+fn sentencepiece_json(md: &Metadata<'_>, tokens: &[&str], types: &[i64]) -> Result<Value> {
     let scores = md.opt_f64_array("tokenizer.ggml.scores")?.ok_or_else(|| ModelIoError::MissingKey {
         path: md.path.to_path_buf(),
         key: "tokenizer.ggml.scores".into(),
@@ -176,12 +177,12 @@ fn sentencepiece_json(md: &Metadata<'_>) -> Result<Value> {
         vocab.insert(t.to_string(), json!(id));
         ids.entry(t).or_insert(id);
     }
-    let merges: Vec<Value> = sentencepiece_merges(&tokens, &scores, &ids).into_iter().map(|(a, b)| json!([a, b])).collect();
+    let merges: Vec<Value> = sentencepiece_merges(tokens, &scores, &ids).into_iter().map(|(a, b)| json!([a, b])).collect();
     let unk = md
         .opt_u32("tokenizer.ggml.unknown_token_id")?
         .and_then(|id| tokens.get(id as usize).copied())
         .or_else(|| types.iter().position(|&t| t == UNKNOWN).map(|i| tokens[i]));
-    let added = added_tokens(&tokens, &types, |kind, _| match kind {
+    let added = added_tokens(tokens, types, |kind, _| match kind {
         CONTROL | UNKNOWN => Some(true),
         USER_DEFINED => Some(false),
         _ => None,
@@ -227,14 +228,14 @@ pub fn sentencepiece_merges<'a>(tokens: &[&'a str], scores: &[f64], ids: &std::c
             }
         }
         local.sort_by_key(|&(li, ri, _, _)| (li, ri));
-        merges.extend(local.into_iter().map(|(_, _, l, r)| (tokens[ids[l]], tokens[ids[r]], score, l.chars().count(), r.chars().count())));
+        merges.extend(local.into_iter().map(|(_, _, l, r)| (l, r, score, l.chars().count(), r.chars().count())));
     }
     // Python's sorted(..., reverse=True) is stable: equal keys keep their order.
     merges.sort_by(|a, b| b.2.total_cmp(&a.2).then(b.3.cmp(&a.3)).then(b.4.cmp(&a.4)));
     merges.into_iter().map(|(l, r, ..)| (l, r)).collect()
 }
 
-fn byte_level_json(md: &Metadata<'_>) -> Result<Value> {
+fn byte_level_json(md: &Metadata<'_>, tokens: &[&str], types: &[i64]) -> Result<Value> {
     let pre = md.opt_str("tokenizer.ggml.pre")?.unwrap_or("default");
     let (normalizer, pre_tokenizer, ignore_merges) = splitting(pre).ok_or_else(|| {
         ModelIoError::invalid(
@@ -243,14 +244,12 @@ fn byte_level_json(md: &Metadata<'_>) -> Result<Value> {
             format!("\"{pre}\" is not supported (supported: {SUPPORTED_PRE})"),
         )
     })?;
-    let tokens = required_tokens(md)?;
     let merges =
         md.opt_str_array("tokenizer.ggml.merges")?
             .ok_or_else(|| ModelIoError::MissingKey {
                 path: md.path.to_path_buf(),
                 key: "tokenizer.ggml.merges".into(),
             })?;
-    let types = token_types(md, tokens.len())?;
 
     let spelling = byte_to_char();
     let in_alphabet = |t: &str| t.chars().all(|c| spelling.contains(&c));
@@ -276,7 +275,7 @@ fn byte_level_json(md: &Metadata<'_>) -> Result<Value> {
             )),
         })
         .collect::<Result<_>>()?;
-    let added = added_tokens(&tokens, &types, |kind, token| match kind {
+    let added = added_tokens(tokens, types, |kind, token| match kind {
         // A "control" token outside the byte alphabet is a converter mislabel (transformers skips it too).
         CONTROL if in_alphabet(token) => Some(true),
         USER_DEFINED => Some(false),

@@ -321,9 +321,7 @@ impl CustomOp2 for LogProbOp {
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
-    }
+    use crate::ops::test_values as values;
 
     /// The backward pass gives the same gradients from the forward's kept logits as from recomputed
     /// ones, over several vocabulary chunks (the last one short).

@@ -160,3 +160,9 @@ impl<T> SendPtr<T> {
         self.0
     }
 }
+
+/// Deterministic values in [-1, 1] for the kernels' unit tests.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
+}

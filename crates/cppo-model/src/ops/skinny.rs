@@ -417,9 +417,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
-    }
+    use crate::ops::test_values as values;
 
     #[test]
     fn panels_of_a_long_weight_cover_every_column() {

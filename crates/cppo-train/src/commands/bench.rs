@@ -74,7 +74,7 @@ impl GenerateBench {
             out += &format!(
                 "| {} | {} | {} x {} | {:.1} | {:.2} ({:.2} / {:.2} / {:.2}) | {:.0}% |\n",
                 r.batch,
-                precision_name(r.weights),
+                r.weights.name(),
                 r.questions,
                 r.samples_per_question,
                 r.tokens_per_second,
@@ -91,7 +91,7 @@ impl GenerateBench {
                 if first.batch != last.batch {
                     out += &format!(
                         "{} weights: batch {} / batch {}: {:.1}x the aggregate tokens/s\n",
-                        precision_name(w),
+                        w.name(),
                         last.batch,
                         first.batch,
                         last.tokens_per_second / first.tokens_per_second
@@ -100,13 +100,6 @@ impl GenerateBench {
             }
         }
         out
-    }
-}
-
-fn precision_name(w: WeightPrecision) -> &'static str {
-    match w {
-        WeightPrecision::F32 => "f32",
-        WeightPrecision::Bf16 => "bf16",
     }
 }
 
@@ -282,7 +275,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
             let update = t.elapsed().as_secs_f64();
             out.push(StepTimes {
                 label: format!("{label} {name}"),
-                rollout_weights: precision_name(weights).to_string(),
+                rollout_weights: weights.name().to_string(),
                 beta: *beta,
                 completions_generated: g,
                 completions_kept: batch.items.len(),

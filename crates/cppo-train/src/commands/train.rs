@@ -39,12 +39,7 @@ impl Default for RunOptions {
     }
 }
 
-/// The configuration of a run to resume: the one saved in its output folder.
-pub fn config_of_run(out: &Path) -> Result<TrainConfig> {
-    resume_config(out, &[])
-}
-
-/// The configuration of a run to resume with `--set` overrides. Only `train.steps` may be given (to run
+/// The configuration of a run to resume (the one saved in its output folder) with `--set` overrides. Only `train.steps` may be given (to run
 /// a finished or interrupted run for longer); any other key is refused, naming it.
 pub fn resume_config(out: &Path, overrides: &[String]) -> Result<TrainConfig> {
     for spec in overrides {
