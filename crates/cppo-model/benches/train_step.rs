@@ -1,10 +1,13 @@
 //! Training forward + backward of SmolLM2-135M-shaped random weights (f32, CPU): 4 sequences of 128
-//! tokens, and one prompt of 100 tokens with 8 completions of 64 through `completion_logprobs`.
-//! `cargo bench -p cppo-model --bench train_step` (set RAYON_NUM_THREADS to pin the thread count).
+//! tokens, and one prompt of 100 tokens with 8 completions of 64 through `completion_logprobs`, with f32
+//! and with bf16 products (`MatmulPrecision::Bf16`, the trainer's default).
+//! `cargo bench -p cppo-model --bench train_step` (set RAYON_NUM_THREADS to pin the thread count,
+//! BENCH_ONLY_MIXED=1 to run only the bf16 case, e.g. under a profiler).
 
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
+use cppo_model::ops::MatmulPrecision;
 use cppo_model::{Architecture, CompletionLogProbs, Decoder, ModelConfig};
 
 pub fn smollm2_135m() -> ModelConfig {
@@ -87,14 +90,21 @@ fn main() {
     println!("SmolLM2-135M shape, f32, random weights, {threads} threads");
     let iters: usize = std::env::var("BENCH_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
 
+    let only_mixed = std::env::var("BENCH_ONLY_MIXED").is_ok();
     let seqs: Vec<Vec<u32>> = (0..4).map(|j| tokens(129, cfg.vocab_size, j)).collect();
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
-    run("4 x 128 tokens (sequence_logprobs)", 4 * 128, iters, || dec.sequence_logprobs(&refs).unwrap());
+    if !only_mixed {
+        run("4 x 128 tokens (sequence_logprobs)", 4 * 128, iters, || dec.sequence_logprobs(&refs).unwrap());
+    }
 
     let prompt = tokens(100, cfg.vocab_size, 10);
     let comps: Vec<Vec<u32>> = (0..8).map(|j| tokens(64, cfg.vocab_size, 20 + j)).collect();
     let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
-    run("prompt 100 + 8 x 64 completions (completion_logprobs)", 100 + 8 * 64, iters, || {
-        dec.completion_logprobs(&prompt, &refs).unwrap()
-    });
+    if !only_mixed {
+        run("prompt 100 + 8 x 64 completions (completion_logprobs)", 100 + 8 * 64, iters, || {
+            dec.completion_logprobs(&prompt, &refs).unwrap()
+        });
+    }
+    let mixed = dec.clone().with_matmul_precision(MatmulPrecision::Bf16);
+    run("the same, bf16 products (mixed precision)", 100 + 8 * 64, iters, || mixed.completion_logprobs(&prompt, &refs).unwrap());
 }

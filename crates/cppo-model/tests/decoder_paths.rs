@@ -268,3 +268,38 @@ fn wide_decode_steps_and_long_prompts_take_every_product_path() {
         }
     }
 }
+
+#[test]
+fn bf16_products_stay_close_to_f32_in_log_probs_and_gradients() {
+    use cppo_model::ops::MatmulPrecision;
+    let adv = [0.9, -1.2, 0.4, -0.3];
+    for (name, cfg) in families() {
+        for dtype in [DType::F32, DType::F64] {
+            let dec = decoder(&cfg, 9, dtype);
+            let mixed = dec.clone().with_matmul_precision(MatmulPrecision::Bf16);
+            let (prompt, comps) = sample(cfg.vocab_size);
+            let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+            let full = dec.completion_logprobs(&prompt, &refs).unwrap();
+            let half = mixed.completion_logprobs(&prompt, &refs).unwrap();
+            let err = max_diff(&flat(&full.logprobs), &flat(&half.logprobs));
+            // Rounded where the machine has AVX512-BF16 (only f32 decoders), exact otherwise.
+            let rounds = dtype == DType::F32 && MatmulPrecision::bf16_available();
+            if rounds {
+                let scale = flat(&full.logprobs).iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                // bf16 keeps 8 significant bits (0.4%); through the layers the log-probs move by ~1%.
+                assert!(err > 0.0 && err < 0.02 * scale, "{name}: bf16 log-probs differ from f32 by {err} (scale {scale})");
+            } else {
+                assert_eq!(err, 0.0, "{name} {dtype:?}: no rounding expected");
+            }
+            let g1 = pg_loss(&full.logprobs, &full.mask, &adv).backward().unwrap();
+            let g2 = pg_loss(&half.logprobs, &half.mask, &adv).backward().unwrap();
+            for (vname, v) in dec.vars() {
+                let (a, b) = (flat(g1.get(&v).unwrap()), flat(g2.get(&v).unwrap()));
+                let norm = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+                let diff = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt();
+                assert!(norm > 0.0, "{name} {dtype:?}: {vname} got no gradient");
+                assert!(diff <= 0.05 * norm, "{name} {dtype:?}: {vname} bf16 gradient off by {diff} (norm {norm})");
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@ use cppo_core::advantage::Estimator;
 use cppo_core::loss::Aggregation;
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_engine::WeightPrecision;
+use cppo_model::ops::MatmulPrecision;
 use serde::{Deserialize, Serialize};
 
 use crate::schedule::Schedule;
@@ -147,7 +148,7 @@ pub struct GenerationSection {
     /// The precision of the matrix products rollouts are sampled with: "bf16" (a bf16 snapshot of the
     /// weights taken each step, bf16 inputs where the CPU has AVX512-BF16, sums in f32, as RL
     /// frameworks sample from a bf16 inference engine) or "f32" (exactly the policy being trained).
-    /// The update always uses f32, and so do evaluations.
+    /// Evaluations always use f32 (the update: `optim.matmul_precision`).
     pub weights: WeightPrecision,
 }
 
@@ -211,6 +212,12 @@ pub struct OptimSection {
     /// Tokens per forward/backward (prompt counted once per question); bounds memory whatever G and the
     /// lengths are.
     pub micro_batch_tokens: usize,
+    /// The precision of the update's matrix products (the policy's and the reference's log-probs,
+    /// forward and backward): "bf16" rounds the operands of the linear layers and the output
+    /// projection to bf16 and sums in f32 (mixed precision, as `torch.autocast` does; 1.4x faster
+    /// fwd+bwd on AVX512-BF16 CPUs, exact f32 on others); "f32" multiplies exactly. Weights,
+    /// gradients, AdamW state, norms, attention and the loss are f32 either way.
+    pub matmul_precision: MatmulPrecision,
 }
 
 impl Default for OptimSection {
@@ -226,6 +233,7 @@ impl Default for OptimSection {
             weight_decay: 0.0,
             max_grad_norm: 1.0,
             micro_batch_tokens: 4096,
+            matmul_precision: MatmulPrecision::Bf16,
         }
     }
 }

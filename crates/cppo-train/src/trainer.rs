@@ -105,13 +105,14 @@ impl Trainer {
         };
         let loaded = cppo_model::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
-        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?;
+        let mp = cfg.optim.matmul_precision;
+        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp);
         // The reference is the initial policy, frozen; with beta = 0 it is never built.
         let reference = if cfg.loss.beta > 0.0 {
             let ref_path = resolve_model_path(&cfg.model.path)?;
             if latest.is_some() {
                 let initial = cppo_model::load_model(&ref_path, dtype, &device)?;
-                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?)
+                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp))
             } else {
                 Some(policy.frozen_copy()?)
             }

@@ -132,8 +132,13 @@ fn evaluation_writes_its_summary_and_generations() {
 #[test]
 fn one_backward_per_token_budget_equals_one_per_question() {
     // Budget 64 rows: every question's micro-batch is back-propagated alone; budget 4096: all together.
+    // In f32: equal up to summation order, which AdamW's first step (lr * sign) would otherwise
+    // amplify from bf16 rounding into whole learning-rate steps on near-zero gradients.
     let run = |budget: &str| {
-        let cfg = common::tiny_config(&format!("budget-{budget}"), &[&format!("optim.micro_batch_tokens={budget}"), "rollout.questions_per_step=3"]);
+        let cfg = common::tiny_config(
+            &format!("budget-{budget}"),
+            &[&format!("optim.micro_batch_tokens={budget}"), "rollout.questions_per_step=3", "optim.matmul_precision=f32"],
+        );
         let mut t = Trainer::new(cfg, false).unwrap();
         let m = t.train_step(|_| {}).unwrap().metrics;
         (m, weights_of(&t.policy))
@@ -231,4 +236,19 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
         assert!((m.loss - expected).abs() <= 1e-5 * expected.abs().max(1e-3), "loss {} expected {expected}", m.loss);
     }
     assert_ne!(weights_of(&t.policy), w0);
+}
+
+#[test]
+fn update_products_follow_the_config() {
+    use cppo_model::ops::MatmulPrecision;
+    let t = Trainer::new(common::tiny_config("mp-default", &[]), false).unwrap();
+    assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Bf16, "bf16 products are the default");
+    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), MatmulPrecision::Bf16, "the reference follows the policy");
+    let t = Trainer::new(common::tiny_config("mp-f32", &["optim.matmul_precision=\"f32\""]), false).unwrap();
+    assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Full);
+    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), MatmulPrecision::Full);
+    let err = TrainConfig::from_toml("output_dir = \"x\"\n[model]\npath = \"m\"\n[data]\ntrain = \"gsm8k\"\n", &["optim.matmul_precision=\"fp8\"".to_string()])
+        .err()
+        .map(|e| format!("{e:#}"));
+    assert!(err.as_deref().is_some_and(|e| e.contains("optim.matmul_precision") && e.contains("bf16")), "{err:?}");
 }

@@ -13,7 +13,7 @@ use crate::ops::few_queries;
 use crate::ops::gemm::{threads, View, ViewMut};
 use crate::ops::rope::rope_rows;
 use crate::ops::skinny::{self, Out, Weight};
-use crate::ops::{linear, rms_norm, swiglu, SendPtr};
+use crate::ops::{linear, rms_norm, swiglu, MatmulPrecision, SendPtr};
 
 /// Where the new tokens go in the cache.
 enum Placement<'a> {
@@ -331,6 +331,6 @@ fn project(x: &[f32], n: usize, din: usize, outs: &mut [Proj]) {
         return;
     }
     for o in outs.iter_mut() {
-        linear::accumulate(o.y, x, o.w, din, o.n, o.add);
+        linear::accumulate(o.y, x, o.w, din, o.n, o.add, MatmulPrecision::Full);
     }
 }

@@ -24,6 +24,7 @@ pub use train::CompletionLogProbs;
 
 use crate::config::ModelConfig;
 use crate::ops::rope::RopeTable;
+use crate::ops::MatmulPrecision;
 use crate::weights::Weights;
 
 /// One weight: a `Var` when trainable, a plain tensor when frozen.
@@ -90,6 +91,8 @@ pub struct Decoder {
     pub(crate) rope: Arc<RopeTable>,
     /// What `completion_logprobs*` has scored, shared by clones (not by `frozen_copy`).
     scored: Arc<ScoredCompletions>,
+    /// How the training path's large products multiply (`with_matmul_precision`).
+    matmul: MatmulPrecision,
 }
 
 /// A running count of the completions a decoder has scored through `completion_logprobs` and
@@ -272,6 +275,7 @@ impl Decoder {
             lm_head,
             rope: Arc::new(rope),
             scored: Arc::default(),
+            matmul: MatmulPrecision::Full,
         })
     }
 
@@ -296,6 +300,19 @@ impl Decoder {
 
     pub fn is_trainable(&self) -> bool {
         self.trainable
+    }
+
+    /// The same decoder (sharing its weights) whose log-prob forward and backward passes multiply at
+    /// `precision`: `Bf16` is mixed precision as in `torch.autocast`, with the weights, their gradients
+    /// and everything but the linear layers' and output projection's products in the decoder's dtype.
+    /// Generation (`infer.rs`) and `forward_logits` are unaffected.
+    pub fn with_matmul_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.matmul = precision;
+        self
+    }
+
+    pub fn matmul_precision(&self) -> MatmulPrecision {
+        self.matmul
     }
 
     /// Completions scored so far by `completion_logprobs` and `completion_logprobs_detached` of this

@@ -14,7 +14,7 @@ use super::slices::{index, Locked};
 use super::Decoder;
 use crate::ops::attention::{self, AttnLayout, Attention};
 use crate::ops::logprob::{self, Gather, Scored};
-use crate::ops::{linear, rms_norm, swiglu, Float};
+use crate::ops::{linear, rms_norm, swiglu, Float, MatmulPrecision};
 
 /// What a layer's backward pass needs from its forward pass (the norms and the MLP activation are
 /// recomputed instead, being cheap).
@@ -33,6 +33,8 @@ struct Saved<T> {
 
 pub(crate) struct Tape<T> {
     attn: Attention,
+    /// The forward's products' precision, which the backward's follow.
+    precision: MatmulPrecision,
     tokens: Vec<u32>,
     layers: Vec<Saved<T>>,
     x_final: Vec<T>,
@@ -68,15 +70,16 @@ pub(crate) fn forward<T: Float>(
     let (heads, kvh, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
     let (qw, kw) = (heads * hd, kvh * hd);
     let attn = Attention { layout: Arc::new(layout), rope: dec.rope.clone(), heads, kv_heads: kvh, head_dim: hd };
+    let mp = dec.matmul_precision();
     let n = tokens.len();
     attn.check(&(n, qw).into(), &(n, kw).into(), &(n, kw).into())?;
     let mut x = gather_rows(w[ix.embed], h, tokens);
     let mut saved = Vec::with_capacity(if save { ix.layers.len() } else { 0 });
     for l in &ix.layers {
         let hn = rms_norm::forward(&x, w[l.input_norm], eps);
-        let mut q = linear::forward_slices(&hn, w[l.q], l.q_bias.map(|i| w[i]), h, qw);
-        let mut k = linear::forward_slices(&hn, w[l.k], l.k_bias.map(|i| w[i]), h, kw);
-        let v = linear::forward_slices(&hn, w[l.v], l.v_bias.map(|i| w[i]), h, kw);
+        let mut q = linear::forward_slices(&hn, w[l.q], l.q_bias.map(|i| w[i]), h, qw, mp);
+        let mut k = linear::forward_slices(&hn, w[l.k], l.k_bias.map(|i| w[i]), h, kw, mp);
+        let v = linear::forward_slices(&hn, w[l.v], l.v_bias.map(|i| w[i]), h, kw, mp);
         let (mut q_raw, mut k_raw) = (None, None);
         if let (Some(qn), Some(kn)) = (l.q_norm, l.k_norm) {
             let qn_out = rms_norm::forward(&q, w[qn], eps);
@@ -86,22 +89,23 @@ pub(crate) fn forward<T: Float>(
         }
         let a = attention::forward(&attn, &q, &k, &v);
         let mut x_mid = x.clone();
-        linear::accumulate(&mut x_mid, &a, w[l.o], qw, h, true);
+        linear::accumulate(&mut x_mid, &a, w[l.o], qw, h, true, mp);
         let h2 = rms_norm::forward(&x_mid, w[l.post_norm], eps);
-        let gate = linear::forward_slices(&h2, w[l.gate], None, h, inter);
-        let up = linear::forward_slices(&h2, w[l.up], None, h, inter);
+        let gate = linear::forward_slices(&h2, w[l.gate], None, h, inter, mp);
+        let up = linear::forward_slices(&h2, w[l.up], None, h, inter, mp);
         let m = swiglu::forward(&gate, &up);
         let mut x_next = x_mid.clone();
-        linear::accumulate(&mut x_next, &m, w[l.down], inter, h, true);
+        linear::accumulate(&mut x_next, &m, w[l.down], inter, h, true, mp);
         let x_in = std::mem::replace(&mut x, x_next);
         if save {
             saved.push(Saved { x: x_in, q_raw, k_raw, q, k, v, a, x_mid, gate, up });
         }
     }
     let hn = rms_norm::forward(&x, w[ix.norm], eps);
-    let mut scored = logprob::forward(&gather, &hn, w[ix.lm_head], cfg.vocab_size, h, save);
+    let mut scored = logprob::forward(&gather, &hn, w[ix.lm_head], cfg.vocab_size, h, save, mp);
     let tape = save.then(|| Tape {
         attn,
+        precision: mp,
         tokens: tokens.to_vec(),
         layers: saved,
         x_final: x,
@@ -124,13 +128,14 @@ pub(crate) fn backward<T: Float>(dec: &Decoder, tape: &Tape<T>, gout: &[T]) -> R
     let (heads, kvh, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
     let (qw, kw) = (heads * hd, kvh * hd);
     let n = tape.tokens.len();
+    let mp = tape.precision;
     let mut grads: Vec<Vec<T>> = vec![Vec::new(); ix.count];
 
     let hn = rms_norm::forward(&tape.x_final, w[ix.norm], eps);
     let mut dhn = vec![T::zero(); n * h];
     let mut dhead = vec![T::zero(); vocab * h];
     let kept = tape.logits.lock().ok().and_then(|mut l| l.take());
-    logprob::backward_into(&tape.gather, kept, &tape.lse, &hn, w[ix.lm_head], gout, vocab, h, Some(&mut dhn), Some(&mut dhead));
+    logprob::backward_into(&tape.gather, kept, &tape.lse, &hn, w[ix.lm_head], gout, vocab, h, Some(&mut dhn), Some(&mut dhead), mp);
     drop(hn);
     // dx: the gradient of the residual stream, walked back through the layers in place.
     let mut dx = vec![T::zero(); n * h];
@@ -141,25 +146,25 @@ pub(crate) fn backward<T: Float>(dec: &Decoder, tape: &Tape<T>, gout: &[T]) -> R
         // MLP: x_next = x_mid + down(swiglu(gate(h2), up(h2))), h2 = norm(x_mid).
         let h2 = rms_norm::forward(&s.x_mid, w[l.post_norm], eps);
         let m = swiglu::forward(&s.gate, &s.up);
-        grads[l.down] = linear::grad_weight(&dx, &m, inter, h);
+        grads[l.down] = linear::grad_weight(&dx, &m, inter, h, mp);
         drop(m);
         let mut dm = vec![T::zero(); n * inter];
-        linear::grad_input(&mut dm, &dx, w[l.down], inter, h, false);
+        linear::grad_input(&mut dm, &dx, w[l.down], inter, h, false, mp);
         let (dgate, dup) = swiglu::backward(&s.gate, &s.up, &dm);
         drop(dm);
-        grads[l.gate] = linear::grad_weight(&dgate, &h2, h, inter);
-        grads[l.up] = linear::grad_weight(&dup, &h2, h, inter);
+        grads[l.gate] = linear::grad_weight(&dgate, &h2, h, inter, mp);
+        grads[l.up] = linear::grad_weight(&dup, &h2, h, inter, mp);
         let mut dh2 = vec![T::zero(); n * h];
-        linear::grad_input(&mut dh2, &dgate, w[l.gate], h, inter, false);
-        linear::grad_input(&mut dh2, &dup, w[l.up], h, inter, true);
+        linear::grad_input(&mut dh2, &dgate, w[l.gate], h, inter, false, mp);
+        linear::grad_input(&mut dh2, &dup, w[l.up], h, inter, true, mp);
         drop((dgate, dup, h2));
         grads[l.post_norm] = rms_norm::backward_into(&s.x_mid, w[l.post_norm], &dh2, eps, &mut dx, true, true);
         drop(dh2);
 
         // Attention: x_mid = x + o(attention(q, k, v)), with q, k, v projections of norm(x).
-        grads[l.o] = linear::grad_weight(&dx, &s.a, qw, h);
+        grads[l.o] = linear::grad_weight(&dx, &s.a, qw, h, mp);
         let mut da = vec![T::zero(); n * qw];
-        linear::grad_input(&mut da, &dx, w[l.o], qw, h, false);
+        linear::grad_input(&mut da, &dx, w[l.o], qw, h, false, mp);
         let (mut dq, mut dk, dv) = attention::backward(&tape.attn, &s.q, &s.k, &s.v, &da);
         drop(da);
         if let (Some(qn), Some(kn), Some(q_raw), Some(k_raw)) = (l.q_norm, l.k_norm, &s.q_raw, &s.k_raw) {
@@ -171,18 +176,18 @@ pub(crate) fn backward<T: Float>(dec: &Decoder, tape: &Tape<T>, gout: &[T]) -> R
             dk = dk_raw;
         }
         let hn = rms_norm::forward(&s.x, w[l.input_norm], eps);
-        grads[l.q] = linear::grad_weight(&dq, &hn, h, qw);
-        grads[l.k] = linear::grad_weight(&dk, &hn, h, kw);
-        grads[l.v] = linear::grad_weight(&dv, &hn, h, kw);
+        grads[l.q] = linear::grad_weight(&dq, &hn, h, qw, mp);
+        grads[l.k] = linear::grad_weight(&dk, &hn, h, kw, mp);
+        grads[l.v] = linear::grad_weight(&dv, &hn, h, kw, mp);
         for (bi, g, width) in [(l.q_bias, &dq, qw), (l.k_bias, &dk, kw), (l.v_bias, &dv, kw)] {
             if let Some(bi) = bi {
                 grads[bi] = linear::grad_bias(g, width);
             }
         }
         let mut dh = vec![T::zero(); n * h];
-        linear::grad_input(&mut dh, &dq, w[l.q], h, qw, false);
-        linear::grad_input(&mut dh, &dk, w[l.k], h, kw, true);
-        linear::grad_input(&mut dh, &dv, w[l.v], h, kw, true);
+        linear::grad_input(&mut dh, &dq, w[l.q], h, qw, false, mp);
+        linear::grad_input(&mut dh, &dk, w[l.k], h, kw, true, mp);
+        linear::grad_input(&mut dh, &dv, w[l.v], h, kw, true, mp);
         drop((dq, dk, dv, hn));
         grads[l.input_norm] = rms_norm::backward_into(&s.x, w[l.input_norm], &dh, eps, &mut dx, true, true);
     }

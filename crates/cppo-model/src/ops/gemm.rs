@@ -2,12 +2,12 @@
 //! same kernels candle's CPU matmul uses), so the kernels can multiply heads and chunks in place
 //! without transposing or copying them first.
 
-use super::Float;
+use super::{Float, MatmulPrecision};
 use gemm::Parallelism;
 
 /// A matrix in memory: element (i, j) lives at `ptr + i * rs + j * cs`.
 #[derive(Clone, Copy)]
-pub(crate) struct View<T> {
+pub struct View<T> {
     pub ptr: *const T,
     pub rs: usize,
     pub cs: usize,
@@ -25,7 +25,7 @@ impl<T> View<T> {
 }
 
 #[derive(Clone, Copy)]
-pub(crate) struct ViewMut<T> {
+pub struct ViewMut<T> {
     pub ptr: *mut T,
     pub rs: usize,
     pub cs: usize,
@@ -41,6 +41,29 @@ impl<T> ViewMut<T> {
 pub(crate) fn threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(candle_core::utils::get_num_threads)
+}
+
+/// `matmul` at the given precision.
+///
+/// # Safety
+/// As `matmul`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn matmul_at<T: Float>(
+    precision: MatmulPrecision,
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: ViewMut<T>,
+    accumulate: bool,
+    a: View<T>,
+    b: View<T>,
+    scale: T,
+    parallel: bool,
+) {
+    if precision == MatmulPrecision::Bf16 && T::matmul_bf16(m, n, k, dst, accumulate, a, b, scale, parallel) {
+        return;
+    }
+    matmul(m, n, k, dst, accumulate, a, b, scale, parallel)
 }
 
 /// `dst (m x n) = [dst +] scale * a (m x k) @ b (k x n)`.

@@ -5,8 +5,8 @@
 use candle_core::backend::BackendStorage;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
-use super::gemm::{matmul, View, ViewMut};
-use super::{dispatch, slice, storage, tensor, with_data, Float};
+use super::gemm::{matmul, matmul_at, View, ViewMut};
+use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision};
 
 /// `x (.., in) @ w (out, in)^T + b (out)`.
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
@@ -51,11 +51,11 @@ fn forward<T: Float>(
         Some((bs, bl)) => Some(slice::<T>(bs, bl, "linear b")?),
         None => None,
     };
-    Ok((storage(forward_slices(x, w, b, din, dout)), shape))
+    Ok((storage(forward_slices(x, w, b, din, dout, MatmulPrecision::Full)), shape))
 }
 
 /// `y (n x dout) = x (n x din) @ w (dout x din)^T (+ b)`.
-pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, dout: usize) -> Vec<T> {
+pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
     let n = x.len() / din.max(1);
     let mut y = vec![T::zero(); n * dout];
     if let Some(b) = b {
@@ -63,7 +63,7 @@ pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: u
             row.copy_from_slice(b);
         }
     }
-    accumulate(&mut y, x, w, din, dout, b.is_some());
+    accumulate(&mut y, x, w, din, dout, b.is_some(), p);
     y
 }
 
@@ -73,8 +73,13 @@ pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: u
 const SKINNY_ROWS: usize = 256;
 
 /// `y (+)= x @ w^T` in place (`add` keeps what `y` holds, e.g. the residual stream).
-pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool) {
+pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
     let n = x.len() / din.max(1);
+    if p == MatmulPrecision::Bf16
+        && unsafe { T::matmul_bf16(n, dout, din, ViewMut::rows(y.as_mut_ptr(), dout), add, View::rows(x.as_ptr(), din), View::rows(w.as_ptr(), din).t(), T::one(), true) }
+    {
+        return;
+    }
     if T::skinny(y, x, w, din, dout, add) {
         return;
     }
@@ -128,10 +133,11 @@ fn transpose_into<T: Float>(y: &mut [T], t: &[T], n: usize, dout: usize, add: bo
 }
 
 /// `dx (n x din) (+)= g (n x dout) @ w (dout x din)`.
-pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool) {
+pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
     let n = g.len() / dout.max(1);
     unsafe {
-        matmul(
+        matmul_at(
+            p,
             n,
             din,
             dout,
@@ -146,11 +152,12 @@ pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, d
 }
 
 /// `dw (dout x din) = g (n x dout)^T @ x (n x din)`.
-pub(crate) fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize) -> Vec<T> {
+pub(crate) fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];
     unsafe {
-        matmul(
+        matmul_at(
+            p,
             dout,
             din,
             n,
@@ -182,7 +189,7 @@ fn grad_x<T: Float>(g: &Tensor, w: &Tensor, x: &Tensor) -> Result<Tensor> {
     let dx = with_data::<T, _>(g, |g| {
         with_data::<T, _>(w, |w| {
             let mut dx = vec![T::zero(); n * din];
-            grad_input(&mut dx, g, w, din, dout, false);
+            grad_input(&mut dx, g, w, din, dout, false, MatmulPrecision::Full);
             dx
         })
     })??;
@@ -191,7 +198,7 @@ fn grad_x<T: Float>(g: &Tensor, w: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 fn grad_w<T: Float>(g: &Tensor, x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (dout, din) = w.dims2()?;
-    let dw = with_data::<T, _>(g, |g| with_data::<T, _>(x, |x| grad_weight(g, x, din, dout)))??;
+    let dw = with_data::<T, _>(g, |g| with_data::<T, _>(x, |x| grad_weight(g, x, din, dout, MatmulPrecision::Full)))??;
     tensor(dw, w.shape(), w.device())
 }
 

@@ -11,8 +11,8 @@ use candle_core::backend::BackendStorage;
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor, WithDType};
 use rayon::prelude::*;
 
-use super::gemm::{matmul, View, ViewMut};
-use super::{dispatch, slice, storage, tensor, with_data, Float};
+use super::gemm::{matmul_at, View, ViewMut};
+use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision};
 
 /// What to score: slot `s` is the log-probability of token `targets[s]` given hidden row `rows[s]`,
 /// written at flat index `out_index[s]` of an output of shape `out_shape` (zeros elsewhere).
@@ -77,12 +77,13 @@ fn gather_rows<T: Float>(h: &[T], width: usize, rows: &[usize]) -> Vec<T> {
 }
 
 /// logits (slots x vc) of vocabulary rows `v0..v0 + vc`.
-fn logits_chunk<T: Float>(hs: &[T], w: &[T], width: usize, v0: usize, vc: usize, out: &mut Vec<T>) {
+fn logits_chunk<T: Float>(hs: &[T], w: &[T], width: usize, v0: usize, vc: usize, out: &mut Vec<T>, mp: MatmulPrecision) {
     let slots = hs.len() / width;
     out.clear();
     out.resize(slots * vc, T::zero());
     unsafe {
-        matmul(
+        matmul_at(
+            mp,
             slots,
             vc,
             width,
@@ -127,7 +128,7 @@ pub(crate) struct Scored<T> {
     pub logits: Option<Vec<Vec<T>>>,
 }
 
-pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize, keep: bool) -> Scored<T> {
+pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize, keep: bool, mp: MatmulPrecision) -> Scored<T> {
     let slots = g.rows.len();
     let hs = gather_rows(h, width, &g.rows);
     let vc = chunk(g.chunk_cols, slots, vocab);
@@ -142,7 +143,7 @@ pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, widt
         if keep {
             buf = Vec::new();
         }
-        logits_chunk(&hs, w, width, v0, n, &mut buf);
+        logits_chunk(&hs, w, width, v0, n, &mut buf, mp);
         buf.par_chunks(n).zip(state.par_iter_mut()).zip(g.targets.par_iter()).for_each(|((z, st), &tgt)| {
             let (m, s, t, zt) = st;
             let cm = z.iter().fold(T::neg_infinity(), |a, &b| if b > a { b } else { a });
@@ -193,6 +194,7 @@ pub(crate) fn backward_into<T: Float>(
     width: usize,
     dh: Option<&mut [T]>,
     mut dw: Option<&mut [T]>,
+    mp: MatmulPrecision,
 ) {
     let slots = g.rows.len();
     let gs: Vec<T> = g.out_index.iter().map(|&o| gout[o]).collect();
@@ -206,7 +208,7 @@ pub(crate) fn backward_into<T: Float>(
         let n = vc.min(vocab - v0);
         match kept.as_mut().and_then(|k| k.next()).filter(|c| c.len() == slots * n) {
             Some(chunk) => buf = chunk,
-            None => logits_chunk(&hs, w, width, v0, n, &mut buf),
+            None => logits_chunk(&hs, w, width, v0, n, &mut buf, mp),
         }
         buf.par_chunks_mut(n).zip(lse.par_iter().zip(gs.par_iter())).zip(g.targets.par_iter()).for_each(
             |((z, (&l, &gi)), &tgt)| {
@@ -219,7 +221,8 @@ pub(crate) fn backward_into<T: Float>(
         );
         unsafe {
             if dh.is_some() {
-                matmul(
+                matmul_at(
+                    mp,
                     slots,
                     width,
                     n,
@@ -232,7 +235,8 @@ pub(crate) fn backward_into<T: Float>(
                 );
             }
             if let Some(dw) = dw.as_deref_mut() {
-                matmul(
+                matmul_at(
+                    mp,
                     n,
                     width,
                     slots,
@@ -260,7 +264,7 @@ fn fwd_storage<T: Float>(op: &LogProbOp, s1: &CpuStorage, l1: &Layout, s2: &CpuS
     let (vocab, width) = check(&op.gather, l1.shape(), l2.shape())?;
     let h = slice::<T>(s1, l1, "token_logprobs hidden")?;
     let w = slice::<T>(s2, l2, "token_logprobs lm_head")?;
-    let scored = forward(&op.gather, h, w, vocab, width, false);
+    let scored = forward(&op.gather, h, w, vocab, width, false, MatmulPrecision::Full);
     let mut saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
     saved.lse = scored.lse.iter().map(|&v| WithDType::to_f64(v)).collect();
     saved.entropy = scored.entropy;
@@ -294,6 +298,7 @@ fn bwd_tensors<T: Float>(op: &LogProbOp, hidden: &Tensor, w: &Tensor, g: &Tensor
                     width,
                     need.0.then_some(dh.as_mut_slice()),
                     need.1.then_some(dw.as_mut_slice()),
+                    MatmulPrecision::Full,
                 )
             })
         })
@@ -332,15 +337,15 @@ mod tests {
         let w = values(vocab * width, 2);
         let g = Gather { rows: vec![0, 2, 3, 6, 6], targets: vec![4, 49, 0, 17, 33], out_index: vec![0, 1, 2, 3, 4], out_shape: vec![5], chunk_cols: 16 };
         let gout = values(5, 3);
-        let kept = forward(&g, &h, &w, vocab, width, true);
-        let plain = forward(&g, &h, &w, vocab, width, false);
+        let kept = forward(&g, &h, &w, vocab, width, true, MatmulPrecision::Full);
+        let plain = forward(&g, &h, &w, vocab, width, false, MatmulPrecision::Full);
         assert_eq!(kept.out, plain.out);
         assert!(plain.logits.is_none());
         let chunks = kept.logits.expect("small logits are kept");
         assert_eq!(chunks.len(), 4);
         let grads = |k: Option<Vec<Vec<f32>>>| {
             let (mut dh, mut dw) = (vec![0f32; rows * width], vec![0f32; vocab * width]);
-            backward_into(&g, k, &kept.lse, &h, &w, &gout, vocab, width, Some(&mut dh), Some(&mut dw));
+            backward_into(&g, k, &kept.lse, &h, &w, &gout, vocab, width, Some(&mut dh), Some(&mut dw), MatmulPrecision::Full);
             (dh, dw)
         };
         let (a, b) = (grads(Some(chunks)), grads(None));

@@ -8,6 +8,7 @@ use candle_core::{DType, Device, Tensor};
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_data::{Dataset, PromptTemplate};
 use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams, WeightPrecision};
+use cppo_model::ops::MatmulPrecision;
 use cppo_model::Decoder;
 use serde::Serialize;
 
@@ -150,6 +151,8 @@ pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisi
 pub struct StepTimes {
     pub label: String,
     pub rollout_weights: String,
+    /// The update's matrix products (`optim.matmul_precision`).
+    pub update_products: String,
     pub beta: f64,
     pub completions_generated: usize,
     pub completions_kept: usize,
@@ -175,25 +178,32 @@ pub struct StepBench {
     /// CPPO's policy phase over GRPO's, and its kept count over GRPO's (ideally equal).
     pub policy_ratio: f64,
     pub kept_ratio: f64,
-    /// Whole GRPO steps at G = 8: with the KL term (beta = 0.04), without it on the same rollouts
-    /// (TRL's default, beta = 0, builds no reference), and with f32 rollout weights.
+    /// Whole GRPO steps at G = 8 with the defaults (bf16 rollouts and update products): with the KL
+    /// term (beta = 0.04) and without it on the same rollouts (TRL's default, beta = 0, builds no
+    /// reference).
     pub grpo_8: StepTimes,
     pub grpo_8_no_kl: StepTimes,
+    /// The same two with the update in f32.
+    pub grpo_8_f32_update: StepTimes,
+    pub grpo_8_no_kl_f32_update: StepTimes,
+    /// With KL, everything f32 (rollouts and update).
     pub grpo_8_f32: StepTimes,
 }
 
 impl StepBench {
     pub fn table(&self) -> String {
         let mut out = format!(
-            "model {}, prompt {} tokens, <= {} new tokens; rollouts from bf16 weights unless marked f32; median of {} runs per phase\n",
+            "model {}, prompt {} tokens, <= {} new tokens; median of {} runs per phase\n",
             self.model, self.prompt_tokens, self.max_new_tokens, self.repeats
         );
-        out += "| step | rollout weights | beta | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-        for t in [&self.grpo_16, &self.cppo_16, &self.grpo_8, &self.grpo_8_no_kl, &self.grpo_8_f32] {
+        out += "| step | rollout weights | update products | beta | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        let rows = [&self.grpo_16, &self.cppo_16, &self.grpo_8, &self.grpo_8_no_kl, &self.grpo_8_f32_update, &self.grpo_8_no_kl_f32_update, &self.grpo_8_f32];
+        for t in rows {
             out += &format!(
-                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
                 t.label,
                 t.rollout_weights,
+                t.update_products,
                 t.beta,
                 t.completions_generated,
                 t.completions_kept,
@@ -241,6 +251,8 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let loaded = cppo_model::load_model(&path, DType::F32, &Device::Cpu)?;
     let policy = Decoder::new(&loaded.config, &loaded.weights, true, &Device::Cpu)?;
     let reference = policy.frozen_copy()?;
+    // Handles on the same weights whose update multiplies in bf16 (the default) or f32.
+    let at = |d: &Decoder, p: MatmulPrecision| d.clone().with_matmul_precision(p);
     let tok = &loaded.tokenizer;
     let problems = Dataset::Gsm8kTrain.load()?.into_iter().take(1).collect::<Vec<_>>();
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
@@ -251,7 +263,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let mut grads = GradAccumulator::new(&vars);
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
-    let mut one = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64)]| -> Result<Vec<StepTimes>> {
+    let mut one = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64, MatmulPrecision)]| -> Result<Vec<StepTimes>> {
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
@@ -262,13 +274,14 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         let reward = t.elapsed().as_secs_f64();
         let shared = t_all.elapsed().as_secs_f64();
         let mut out = Vec::new();
-        for (name, strategy, beta) in arms {
+        for (name, strategy, beta, mp) in arms {
             let loss = LossSection { beta: *beta, ..Default::default() };
             let sel = SelectionConfig { strategy: strategy.clone(), ..Default::default() }
                 .select(&rollouts.iter().map(|r| r.rewards.clone()).collect::<Vec<_>>(), 0)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let batch = build_batch(&rollouts, &sel, &loss, max_new_tokens as f64, 4096)?;
             let t = Instant::now();
+            let (policy, reference) = (at(&policy, *mp), at(&reference, *mp));
             let reference = (*beta > 0.0).then_some(&reference);
             let o = Updater { policy: &policy, reference, vars: &vars, optimizer: &mut optimizer, grads: &mut grads, loss: &loss }
                 .run(&batch, |_| 1e-6)?;
@@ -276,6 +289,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
             out.push(StepTimes {
                 label: format!("{label} {name}"),
                 rollout_weights: weights.name().to_string(),
+                update_products: if *mp == MatmulPrecision::Bf16 { "bf16" } else { "f32" }.to_string(),
                 beta: *beta,
                 completions_generated: g,
                 completions_kept: batch.items.len(),
@@ -291,17 +305,23 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         Ok(out)
     };
     // Warm the allocator and caches once so the first measured phase is not penalised.
-    one("warm-up", 2, WeightPrecision::Bf16, &[("grpo", Strategy::All, 0.04)])?;
+    one("warm-up", 2, WeightPrecision::Bf16, &[("grpo", Strategy::All, 0.04, MatmulPrecision::Bf16)])?;
     // Each row is measured `repeats` times (same seed, so the same rollouts) and each phase reported
     // by its median: on a shared machine single runs of the same step vary by 10-20%.
-    let mut measure = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64)]| -> Result<Vec<StepTimes>> {
+    let mut measure = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64, MatmulPrecision)]| -> Result<Vec<StepTimes>> {
         let runs: Vec<Vec<StepTimes>> = (0..repeats.max(1)).map(|_| one(label, g, weights, arms)).collect::<Result<_>>()?;
         Ok((0..arms.len()).map(|a| median_times(&runs.iter().map(|r| r[a].clone()).collect::<Vec<_>>())).collect())
     };
-    let bf16 = WeightPrecision::Bf16;
-    let sixteen = measure("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04), ("cppo P=0.875", Strategy::Cppo { pruning_rate: 0.875 }, 0.04)])?;
-    let eight = measure("G=8", 8, bf16, &[("grpo", Strategy::All, 0.04), ("grpo", Strategy::All, 0.0)])?;
-    let eight_f32 = measure("G=8", 8, WeightPrecision::F32, &[("grpo", Strategy::All, 0.04)])?;
+    let (bf16, mixed, full) = (WeightPrecision::Bf16, MatmulPrecision::Bf16, MatmulPrecision::Full);
+    let cppo = Strategy::Cppo { pruning_rate: 0.875 };
+    let sixteen = measure("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04, mixed), ("cppo P=0.875", cppo, 0.04, mixed)])?;
+    let eight = measure(
+        "G=8",
+        8,
+        bf16,
+        &[("grpo", Strategy::All, 0.04, mixed), ("grpo", Strategy::All, 0.0, mixed), ("grpo", Strategy::All, 0.04, full), ("grpo", Strategy::All, 0.0, full)],
+    )?;
+    let eight_f32 = measure("G=8", 8, WeightPrecision::F32, &[("grpo", Strategy::All, 0.04, full)])?;
     let (grpo, cppo) = (sixteen[0].clone(), sixteen[1].clone());
     Ok(StepBench {
         model: model.to_string(),
@@ -314,6 +334,8 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         cppo_16: cppo,
         grpo_8: eight[0].clone(),
         grpo_8_no_kl: eight[1].clone(),
+        grpo_8_f32_update: eight[2].clone(),
+        grpo_8_no_kl_f32_update: eight[3].clone(),
         grpo_8_f32: eight_f32[0].clone(),
     })
 }
