@@ -303,3 +303,50 @@ fn bf16_products_stay_close_to_f32_in_log_probs_and_gradients() {
         }
     }
 }
+
+#[test]
+fn grouped_questions_equal_one_call_per_question() {
+    // Three questions with prompts of different lengths, one with an empty and a one-token completion:
+    // one grouped pass gives each question's own log-probs and the sum of their gradients.
+    for (name, cfg) in families() {
+        for dtype in [DType::F32, DType::F64] {
+            let dec = decoder(&cfg, 5, dtype);
+            let v = cfg.vocab_size;
+            let prompts = [tokens(7, v, 1), tokens(3, v, 2), tokens(11, v, 3)];
+            let comps = [vec![tokens(5, v, 4), tokens(2, v, 5)], vec![tokens(6, v, 6)], vec![tokens(4, v, 7), vec![], tokens(1, v, 8)]];
+            let refs: Vec<Vec<&[u32]>> = comps.iter().map(|g| g.iter().map(|c| c.as_slice()).collect()).collect();
+            let groups: Vec<(&[u32], &[&[u32]])> = prompts.iter().zip(&refs).map(|(p, c)| (p.as_slice(), c.as_slice())).collect();
+            let all = dec.grouped_completion_logprobs(&groups).unwrap();
+            assert_eq!(all.logprobs.dims(), &[6, 6], "{name}: rows are all completions, padded to the longest");
+            let adv = [0.9, -1.2, 0.4, -0.3, 1.1, -0.7];
+            let tol = if dtype == DType::F64 { 1e-10 } else { 1e-5 };
+            let mut row = 0;
+            let mut separate = Vec::new();
+            for (g, (p, c)) in groups.iter().enumerate() {
+                let one = dec.completion_logprobs(p, c).unwrap();
+                let (k, l) = one.logprobs.dims2().unwrap();
+                let part = all.logprobs.narrow(0, row, k).unwrap().narrow(1, 0, l).unwrap();
+                let err = max_diff(&flat(&part), &flat(&one.logprobs));
+                assert!(err < tol, "{name} {dtype:?}: question {g} log-probs differ by {err}");
+                assert_eq!(flat(&all.mask.narrow(0, row, k).unwrap().narrow(1, 0, l).unwrap()), flat(&one.mask));
+                let rest = all.mask.narrow(0, row, k).unwrap().narrow(1, l, 6 - l).unwrap();
+                assert!(flat(&rest).iter().all(|&m| m == 0.0), "{name}: padding past a question's longest completion");
+                separate.push(pg_loss(&one.logprobs, &one.mask, &adv[row..row + k]).backward().unwrap());
+                row += k;
+            }
+            let grads = pg_loss(&all.logprobs, &all.mask, &adv).backward().unwrap();
+            for (vname, var) in dec.vars() {
+                let got = flat(grads.get(&var).unwrap());
+                let mut want = vec![0f64; got.len()];
+                for s in &separate {
+                    for (w, x) in want.iter_mut().zip(flat(s.get(&var).unwrap())) {
+                        *w += x;
+                    }
+                }
+                let scale = want.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                let err = max_diff(&got, &want);
+                assert!(err < tol * scale, "{name} {dtype:?}: {vname} gradients differ by {err}");
+            }
+        }
+    }
+}

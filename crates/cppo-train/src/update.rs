@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
 use cppo_core::Selection;
-use cppo_model::Decoder;
+use cppo_model::{CompletionLogProbs, Decoder};
 
 use crate::config::LossSection;
 use crate::loss::{masked_sum, policy_loss, LossInputs, LossStats};
@@ -126,6 +126,24 @@ pub struct Updater<'a> {
     pub loss: &'a LossSection,
 }
 
+/// The (prompt, completions) pairs as the decoder's grouped calls take them.
+fn as_refs<'a>(groups: &'a [(&'a [u32], Vec<&'a [u32]>)]) -> Vec<(&'a [u32], &'a [&'a [u32]])> {
+    groups.iter().map(|(p, c)| (*p, c.as_slice())).collect()
+}
+
+/// The rows of each question of a grouped log-prob tensor, cut to that question's longest completion
+/// (so each micro-batch sees exactly what scoring it alone would give).
+fn split_rows(t: &Tensor, groups: &[(&[u32], Vec<&[u32]>)]) -> Result<Vec<Tensor>> {
+    let mut row = 0;
+    let mut out = Vec::with_capacity(groups.len());
+    for (_, comps) in groups {
+        let width = comps.iter().map(|c| c.len()).max().unwrap_or(0);
+        out.push(t.narrow(0, row, comps.len())?.narrow(1, 0, width)?);
+        row += comps.len();
+    }
+    Ok(out)
+}
+
 impl Updater<'_> {
     /// Runs mu passes over the batch; `lr(pass)` gives the learning rate of each optimizer step.
     pub fn run(&mut self, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
@@ -139,19 +157,38 @@ impl Updater<'_> {
         // Forward rows are counted by the decoders themselves, so they report what really reached a forward pass.
         let scored = |u: &Self| u.policy.scored_completion_rows() + u.reference.map_or(0, |r| r.scored_completion_rows());
         let rows_before = scored(self);
+        // Every pass scores a backward group's questions together (one forward pass of the large products
+        // instead of one per question), then hands each micro-batch its own rows and columns.
+        let groups: Vec<Vec<(&[u32], Vec<&[u32]>)>> = batch
+            .backward_groups
+            .iter()
+            .map(|g| {
+                g.clone()
+                    .map(|m| {
+                        let mb = &batch.micro[m];
+                        (batch.prompts[mb.group], mb.items.iter().map(|&i| batch.items[i].tokens).collect())
+                    })
+                    .collect()
+            })
+            .collect();
         let mut reference: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
         let mut old: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
-        for (m, mb) in batch.micro.iter().enumerate() {
-            let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
+        for (group, qs) in batch.backward_groups.iter().zip(&groups) {
             if need_ref {
                 let model = self.reference.ok_or_else(|| anyhow::anyhow!("beta > 0 but no reference model was built"))?;
                 let t = Instant::now();
-                reference[m] = Some(model.completion_logprobs(batch.prompts[mb.group], &completions)?.logprobs.detach());
+                let lp = model.grouped_completion_logprobs(&as_refs(qs))?.logprobs.detach();
+                for (m, part) in group.clone().zip(split_rows(&lp, qs)?) {
+                    reference[m] = Some(part);
+                }
                 out.reference_seconds += t.elapsed().as_secs_f64();
             }
             if mu > 1 {
                 let t = Instant::now();
-                old[m] = Some(self.policy.completion_logprobs_detached(batch.prompts[mb.group], &completions)?.logprobs);
+                let lp = self.policy.grouped_completion_logprobs_detached(&as_refs(qs))?.logprobs;
+                for (m, part) in group.clone().zip(split_rows(&lp, qs)?) {
+                    old[m] = Some(part);
+                }
                 out.old_policy_seconds += t.elapsed().as_secs_f64();
             }
         }
@@ -159,13 +196,14 @@ impl Updater<'_> {
             let t = Instant::now();
             self.grads.zero();
             let mut pass_stats = LossStats::default();
-            for group in &batch.backward_groups {
+            for (group, qs) in batch.backward_groups.iter().zip(&groups) {
                 let mut total: Option<Tensor> = None;
-                for m in group.clone() {
+                let all = self.policy.grouped_completion_logprobs(&as_refs(qs))?;
+                let parts = split_rows(&all.logprobs, qs)?.into_iter().zip(split_rows(&all.mask, qs)?).zip(split_rows(&all.entropy, qs)?);
+                for (m, ((logprobs, mask), entropy)) in group.clone().zip(parts) {
                     let mb = &batch.micro[m];
-                    let completions: Vec<&[u32]> = mb.items.iter().map(|&i| batch.items[i].tokens).collect();
-                    let lp = self.policy.completion_logprobs(batch.prompts[mb.group], &completions)?;
-                    let k = completions.len();
+                    let lp = CompletionLogProbs { logprobs, mask, entropy };
+                    let k = mb.items.len();
                     let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
                     let advantages = Tensor::from_vec(advantages, k, &device)?;
                     let row_w: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();

@@ -132,8 +132,8 @@ fn evaluation_writes_its_summary_and_generations() {
 #[test]
 fn one_backward_per_token_budget_equals_one_per_question() {
     // Budget 64 rows: every question's micro-batch is back-propagated alone; budget 4096: all together.
-    // In f32: equal up to summation order, which AdamW's first step (lr * sign) would otherwise
-    // amplify from bf16 rounding into whole learning-rate steps on near-zero gradients.
+    // In f32: equal up to summation order; bf16 rounding would become whole learning-rate steps on
+    // near-zero gradients in AdamW's first step (lr * g / |g|).
     let run = |budget: &str| {
         let cfg = common::tiny_config(
             &format!("budget-{budget}"),
@@ -148,8 +148,10 @@ fn one_backward_per_token_budget_equals_one_per_question() {
     assert_eq!(a.completions_kept, b.completions_kept);
     assert!((a.loss - b.loss).abs() < 1e-6 * a.loss.abs().max(1.0), "{} vs {}", a.loss, b.loss);
     assert!((a.grad_norm - b.grad_norm).abs() < 1e-4 * a.grad_norm.max(1e-6), "{} vs {}", a.grad_norm, b.grad_norm);
+    // AdamW's first step moves each weight by lr * g / (|g| + eps): for gradients near eps (1e-8) an
+    // f32 rounding difference in g (1e-10 here) moves that weight by a visible fraction of lr (1e-2).
     let worst = wa.iter().zip(&wb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
-    assert!(worst < 1e-5, "weights differ by {worst}");
+    assert!(worst < 1e-4, "weights differ by {worst} (lr 1e-2)");
 }
 
 #[test]

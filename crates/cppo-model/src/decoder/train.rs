@@ -8,7 +8,7 @@ use candle_core::{DType, Tensor};
 
 use super::attach::{attach, AnyTape};
 use super::{tape, Decoder, DecoderError, Result};
-use crate::ops::attention::{AttnLayout, Attention};
+use crate::ops::attention::{AttnLayout, Attention, Span};
 use crate::ops::linear::linear;
 use crate::ops::logprob::Gather;
 use crate::ops::rms_norm::rms_norm;
@@ -86,36 +86,67 @@ impl Decoder {
     }
 
     fn completion_logprobs_with(&self, prompt: &[u32], completions: &[&[u32]], grad: bool) -> Result<CompletionLogProbs> {
-        if prompt.is_empty() {
-            return Err(DecoderError::BadInput("completion_logprobs: the prompt is empty".into()));
-        }
-        self.check_tokens(prompt)?;
-        for c in completions {
-            self.check_tokens(c)?;
-        }
-        let k = completions.len();
-        let lp = prompt.len();
-        let lmax = completions.iter().map(|c| c.len()).max().unwrap_or(0);
-        // A completion's last token predicts nothing, so it is not fed to the model.
-        let fed: Vec<usize> = completions.iter().map(|c| c.len().saturating_sub(1)).collect();
-        let mut tokens = prompt.to_vec();
-        let mut starts = Vec::with_capacity(k);
-        for (c, &n) in completions.iter().zip(&fed) {
-            starts.push(tokens.len());
-            tokens.extend_from_slice(&c[..n]);
-        }
-        let mut gather = Gather { rows: vec![], targets: vec![], out_index: vec![], out_shape: vec![k, lmax], chunk_cols: 0 };
-        let mut mask = vec![0f64; k * lmax];
-        for (j, c) in completions.iter().enumerate() {
-            for (t, &tok) in c.iter().enumerate() {
-                gather.rows.push(if t == 0 { lp - 1 } else { starts[j] + t - 1 });
-                gather.targets.push(tok);
-                gather.out_index.push(j * lmax + t);
-                mask[j * lmax + t] = 1.0;
+        self.grouped_with(&[(prompt, completions)], grad)
+    }
+
+    /// `completion_logprobs` of several questions in one forward pass (one backward pass later): each
+    /// prompt is computed once and seen only by its own completions. Rows are every group's
+    /// completions in order, right-padded to the longest of all. One pass over all the rows runs
+    /// the large products once instead of once per question (their weights are read, and in bf16
+    /// packed, once), and the weight gradients come out once.
+    pub fn grouped_completion_logprobs(&self, groups: &[(&[u32], &[&[u32]])]) -> Result<CompletionLogProbs> {
+        self.grouped_with(groups, self.is_trainable())
+    }
+
+    /// As `grouped_completion_logprobs`, without a gradient graph.
+    pub fn grouped_completion_logprobs_detached(&self, groups: &[(&[u32], &[&[u32]])]) -> Result<CompletionLogProbs> {
+        self.grouped_with(groups, false)
+    }
+
+    fn grouped_with(&self, groups: &[(&[u32], &[&[u32]])], grad: bool) -> Result<CompletionLogProbs> {
+        for (prompt, completions) in groups {
+            if prompt.is_empty() {
+                return Err(DecoderError::BadInput("completion_logprobs: the prompt is empty".into()));
+            }
+            self.check_tokens(prompt)?;
+            for c in completions.iter() {
+                self.check_tokens(c)?;
             }
         }
-        let out = self.score(&tokens, AttnLayout::shared_prefix(lp, &fed), gather, mask, grad)?;
-        self.count_scored(completions);
+        let k: usize = groups.iter().map(|(_, c)| c.len()).sum();
+        let lmax = groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.len())).max().unwrap_or(0);
+        let mut tokens = Vec::new();
+        let mut layout = AttnLayout { rows: 0, spans: Vec::new(), positions: Vec::new() };
+        let mut gather = Gather { rows: vec![], targets: vec![], out_index: vec![], out_shape: vec![k, lmax], chunk_cols: 0 };
+        let mut mask = vec![0f64; k * lmax];
+        let mut j = 0;
+        for (prompt, completions) in groups {
+            let (p0, lp) = (tokens.len(), prompt.len());
+            tokens.extend_from_slice(prompt);
+            layout.spans.push(Span { start: p0, len: lp, prefix: None });
+            layout.positions.extend(0..lp);
+            for c in completions.iter() {
+                // A completion's last token predicts nothing, so it is not fed to the model.
+                let (start, fed) = (tokens.len(), c.len().saturating_sub(1));
+                tokens.extend_from_slice(&c[..fed]);
+                if fed > 0 {
+                    layout.spans.push(Span { start, len: fed, prefix: Some((p0, lp)) });
+                }
+                layout.positions.extend(lp..lp + fed);
+                for (t, &tok) in c.iter().enumerate() {
+                    gather.rows.push(if t == 0 { p0 + lp - 1 } else { start + t - 1 });
+                    gather.targets.push(tok);
+                    gather.out_index.push(j * lmax + t);
+                    mask[j * lmax + t] = 1.0;
+                }
+                j += 1;
+            }
+        }
+        layout.rows = tokens.len();
+        let out = self.score(&tokens, layout, gather, mask, grad)?;
+        for (_, completions) in groups {
+            self.count_scored(completions);
+        }
         Ok(out)
     }
 
