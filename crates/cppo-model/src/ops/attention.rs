@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul, View, ViewMut};
 use super::rope::{rope_rows, RopeTable};
-use super::{dispatch, slice, storage, tensor, with_data, Float, SendPtr};
+use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision, SendPtr};
 
 /// A run of consecutive rows that form (the end of) one sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +170,7 @@ unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: us
             }
         } else {
             let kt = View { ptr: s.k, rs: 1, cs: s.rs };
-            matmul(nq, s.rows, d, ViewMut::rows(p.as_mut_ptr().add(c), total), false, q, kt, scale, false);
+            matmul(MatmulPrecision::Full, nq, s.rows, d, ViewMut::rows(p.as_mut_ptr().add(c), total), false, q, kt, scale, false);
         }
         c += s.rows;
     }
@@ -241,7 +241,7 @@ pub(crate) unsafe fn head_forward<T: Float>(
     let mut c = 0;
     for (i, s) in segs.iter().enumerate() {
         let ps = View::rows(p.as_ptr().add(c), total);
-        matmul(nq, d, s.rows, out, i > 0, ps, View::rows(s.v, s.rs), T::one(), false);
+        matmul(MatmulPrecision::Full, nq, d, s.rows, out, i > 0, ps, View::rows(s.v, s.rs), T::one(), false);
         c += s.rows;
     }
 }
@@ -267,7 +267,7 @@ unsafe fn head_backward<T: Float>(
     let mut c = 0;
     for s in segs {
         let vt = View { ptr: s.v, rs: 1, cs: s.rs };
-        matmul(nq, s.rows, d, ViewMut::rows(dp.as_mut_ptr().add(c), total), false, dout, vt, T::one(), false);
+        matmul(MatmulPrecision::Full, nq, s.rows, d, ViewMut::rows(dp.as_mut_ptr().add(c), total), false, dout, vt, T::one(), false);
         c += s.rows;
     }
     // dS = P * (dP - sum_j P dP): the softmax backward; masked entries have P = 0.
@@ -283,9 +283,9 @@ unsafe fn head_backward<T: Float>(
     for (i, s) in segs.iter().enumerate() {
         let ds = View::rows(dp.as_ptr().add(c), total);
         let ps = View::rows(p.as_ptr().add(c), total);
-        matmul(nq, d, s.rows, dq, i > 0, ds, View::rows(s.k, s.rs), scale, false);
-        matmul(s.rows, d, nq, dk[i], true, ds.t(), q, scale, false);
-        matmul(s.rows, d, nq, dv[i], true, ps.t(), dout, T::one(), false);
+        matmul(MatmulPrecision::Full, nq, d, s.rows, dq, i > 0, ds, View::rows(s.k, s.rs), scale, false);
+        matmul(MatmulPrecision::Full, s.rows, d, nq, dk[i], true, ds.t(), q, scale, false);
+        matmul(MatmulPrecision::Full, s.rows, d, nq, dv[i], true, ps.t(), dout, T::one(), false);
         c += s.rows;
     }
 }

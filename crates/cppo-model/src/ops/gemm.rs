@@ -43,35 +43,14 @@ pub(crate) fn threads() -> usize {
     *THREADS.get_or_init(candle_core::utils::get_num_threads)
 }
 
-/// `matmul` at the given precision.
-///
-/// # Safety
-/// As `matmul`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul_at<T: Float>(
-    precision: MatmulPrecision,
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: ViewMut<T>,
-    accumulate: bool,
-    a: View<T>,
-    b: View<T>,
-    scale: T,
-    parallel: bool,
-) {
-    if precision == MatmulPrecision::Bf16 && T::matmul_bf16(m, n, k, dst, accumulate, a, b, scale, parallel) {
-        return;
-    }
-    matmul(m, n, k, dst, accumulate, a, b, scale, parallel)
-}
-
-/// `dst (m x n) = [dst +] scale * a (m x k) @ b (k x n)`.
+/// `dst (m x n) = [dst +] scale * a (m x k) @ b (k x n)`, in bf16 (`gemm_bf16`) when `precision` says so
+/// and the machine can.
 ///
 /// # Safety
 /// Every view must address valid memory for the given sizes, and `dst` must not overlap `a` or `b`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn matmul<T: Float>(
+    precision: MatmulPrecision,
     m: usize,
     n: usize,
     k: usize,
@@ -93,6 +72,9 @@ pub(crate) unsafe fn matmul<T: Float>(
                 }
             }
         }
+        return;
+    }
+    if precision == MatmulPrecision::Bf16 && T::matmul_bf16(m, n, k, dst, accumulate, a, b, scale, parallel) {
         return;
     }
     let threads = if parallel { threads() } else { 1 };

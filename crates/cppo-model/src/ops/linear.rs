@@ -5,7 +5,7 @@
 use candle_core::backend::BackendStorage;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 
-use super::gemm::{matmul, matmul_at, View, ViewMut};
+use super::gemm::{matmul, View, ViewMut};
 use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision};
 
 /// `x (.., in) @ w (out, in)^T + b (out)`.
@@ -87,6 +87,7 @@ pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, do
         let mut t = vec![T::zero(); n * dout];
         unsafe {
             matmul(
+                MatmulPrecision::Full,
                 n,
                 dout,
                 din,
@@ -103,6 +104,7 @@ pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, do
     }
     unsafe {
         matmul(
+            MatmulPrecision::Full,
             n,
             dout,
             din,
@@ -136,7 +138,7 @@ fn transpose_into<T: Float>(y: &mut [T], t: &[T], n: usize, dout: usize, add: bo
 pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
     let n = g.len() / dout.max(1);
     unsafe {
-        matmul_at(
+        matmul(
             p,
             n,
             din,
@@ -156,7 +158,7 @@ pub(crate) fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize, p
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];
     unsafe {
-        matmul_at(
+        matmul(
             p,
             dout,
             din,

@@ -11,7 +11,7 @@ use candle_core::backend::BackendStorage;
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor, WithDType};
 use rayon::prelude::*;
 
-use super::gemm::{matmul_at, View, ViewMut};
+use super::gemm::{matmul, View, ViewMut};
 use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision};
 
 /// What to score: slot `s` is the log-probability of token `targets[s]` given hidden row `rows[s]`,
@@ -82,7 +82,7 @@ fn logits_chunk<T: Float>(hs: &[T], w: &[T], width: usize, v0: usize, vc: usize,
     out.clear();
     out.resize(slots * vc, T::zero());
     unsafe {
-        matmul_at(
+        matmul(
             mp,
             slots,
             vc,
@@ -221,7 +221,7 @@ pub(crate) fn backward_into<T: Float>(
         );
         unsafe {
             if dh.is_some() {
-                matmul_at(
+                matmul(
                     mp,
                     slots,
                     width,
@@ -235,7 +235,7 @@ pub(crate) fn backward_into<T: Float>(
                 );
             }
             if let Some(dw) = dw.as_deref_mut() {
-                matmul_at(
+                matmul(
                     mp,
                     n,
                     width,
