@@ -161,6 +161,7 @@ fn attention_shared_prefix_matches_naive_and_finite_differences() {
     // Spans of different lengths, one empty; the prefix gradient sums over every span.
     attention_case("attention shared prefix", AttnLayout::shared_prefix(4, &[3, 0, 5, 1]), 4, 2, 6);
     attention_case("attention shared prefix mqa", AttnLayout::shared_prefix(2, &[2, 3]), 3, 1, 4);
+    attention_case("attention two groups", AttnLayout::shared_prefixes(&[(3, &[2, 0, 4]), (2, &[3])]), 4, 2, 6);
 }
 
 fn logprob_case(chunk_cols: usize) {

@@ -322,13 +322,14 @@ fn grouped_questions_equal_one_call_per_question() {
             let tol = if dtype == DType::F64 { 1e-10 } else { 1e-5 };
             let mut row = 0;
             let mut separate = Vec::new();
-            for (g, (p, c)) in groups.iter().enumerate() {
+            for (g, ((p, c), part)) in groups.iter().zip(all.per_group(&groups).unwrap()).enumerate() {
                 let one = dec.completion_logprobs(p, c).unwrap();
                 let (k, l) = one.logprobs.dims2().unwrap();
-                let part = all.logprobs.narrow(0, row, k).unwrap().narrow(1, 0, l).unwrap();
-                let err = max_diff(&flat(&part), &flat(&one.logprobs));
+                assert_eq!(part.logprobs.dims2().unwrap(), (k, l), "{name}: per_group cuts each question to its own shape");
+                let err = max_diff(&flat(&part.logprobs), &flat(&one.logprobs));
                 assert!(err < tol, "{name} {dtype:?}: question {g} log-probs differ by {err}");
-                assert_eq!(flat(&all.mask.narrow(0, row, k).unwrap().narrow(1, 0, l).unwrap()), flat(&one.mask));
+                assert_eq!(flat(&part.mask), flat(&one.mask));
+                assert!(max_diff(&flat(&part.entropy), &flat(&one.entropy)) < tol, "{name}: question {g} entropies");
                 let rest = all.mask.narrow(0, row, k).unwrap().narrow(1, l, 6 - l).unwrap();
                 assert!(flat(&rest).iter().all(|&m| m == 0.0), "{name}: padding past a question's longest completion");
                 separate.push(pg_loss(&one.logprobs, &one.mask, &adv[row..row + k]).backward().unwrap());

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
 use cppo_core::Selection;
-use cppo_model::{CompletionLogProbs, Decoder};
+use cppo_model::Decoder;
 
 use crate::config::LossSection;
 use crate::loss::{masked_sum, policy_loss, LossInputs, LossStats};
@@ -126,22 +126,12 @@ pub struct Updater<'a> {
     pub loss: &'a LossSection,
 }
 
-/// The (prompt, completions) pairs as the decoder's grouped calls take them.
-fn as_refs<'a>(groups: &'a [(&'a [u32], Vec<&'a [u32]>)]) -> Vec<(&'a [u32], &'a [&'a [u32]])> {
-    groups.iter().map(|(p, c)| (*p, c.as_slice())).collect()
-}
+/// One micro-batch's question: its prompt and the completions it trains on.
+type Question<'a> = (&'a [u32], Vec<&'a [u32]>);
 
-/// The rows of each question of a grouped log-prob tensor, cut to that question's longest completion
-/// (so each micro-batch sees exactly what scoring it alone would give).
-fn split_rows(t: &Tensor, groups: &[(&[u32], Vec<&[u32]>)]) -> Result<Vec<Tensor>> {
-    let mut row = 0;
-    let mut out = Vec::with_capacity(groups.len());
-    for (_, comps) in groups {
-        let width = comps.iter().map(|c| c.len()).max().unwrap_or(0);
-        out.push(t.narrow(0, row, comps.len())?.narrow(1, 0, width)?);
-        row += comps.len();
-    }
-    Ok(out)
+/// The questions as the decoder's grouped calls take them.
+fn as_refs<'a>(groups: &'a [Question<'a>]) -> Vec<(&'a [u32], &'a [&'a [u32]])> {
+    groups.iter().map(|(p, c)| (*p, c.as_slice())).collect()
 }
 
 impl Updater<'_> {
@@ -159,7 +149,7 @@ impl Updater<'_> {
         let rows_before = scored(self);
         // Every pass scores a backward group's questions together (one forward pass of the large products
         // instead of one per question), then hands each micro-batch its own rows and columns.
-        let groups: Vec<Vec<(&[u32], Vec<&[u32]>)>> = batch
+        let groups: Vec<Vec<Question>> = batch
             .backward_groups
             .iter()
             .map(|g| {
@@ -174,20 +164,19 @@ impl Updater<'_> {
         let mut reference: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
         let mut old: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
         for (group, qs) in batch.backward_groups.iter().zip(&groups) {
+            let qs = as_refs(qs);
             if need_ref {
                 let model = self.reference.ok_or_else(|| anyhow::anyhow!("beta > 0 but no reference model was built"))?;
                 let t = Instant::now();
-                let lp = model.grouped_completion_logprobs(&as_refs(qs))?.logprobs.detach();
-                for (m, part) in group.clone().zip(split_rows(&lp, qs)?) {
-                    reference[m] = Some(part);
+                for (m, part) in group.clone().zip(model.grouped_completion_logprobs(&qs)?.per_group(&qs)?) {
+                    reference[m] = Some(part.logprobs.detach());
                 }
                 out.reference_seconds += t.elapsed().as_secs_f64();
             }
             if mu > 1 {
                 let t = Instant::now();
-                let lp = self.policy.grouped_completion_logprobs_detached(&as_refs(qs))?.logprobs;
-                for (m, part) in group.clone().zip(split_rows(&lp, qs)?) {
-                    old[m] = Some(part);
+                for (m, part) in group.clone().zip(self.policy.grouped_completion_logprobs_detached(&qs)?.per_group(&qs)?) {
+                    old[m] = Some(part.logprobs);
                 }
                 out.old_policy_seconds += t.elapsed().as_secs_f64();
             }
@@ -198,11 +187,9 @@ impl Updater<'_> {
             let mut pass_stats = LossStats::default();
             for (group, qs) in batch.backward_groups.iter().zip(&groups) {
                 let mut total: Option<Tensor> = None;
-                let all = self.policy.grouped_completion_logprobs(&as_refs(qs))?;
-                let parts = split_rows(&all.logprobs, qs)?.into_iter().zip(split_rows(&all.mask, qs)?).zip(split_rows(&all.entropy, qs)?);
-                for (m, ((logprobs, mask), entropy)) in group.clone().zip(parts) {
+                let qs = as_refs(qs);
+                for (m, lp) in group.clone().zip(self.policy.grouped_completion_logprobs(&qs)?.per_group(&qs)?) {
                     let mb = &batch.micro[m];
-                    let lp = CompletionLogProbs { logprobs, mask, entropy };
                     let k = mb.items.len();
                     let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
                     let advantages = Tensor::from_vec(advantages, k, &device)?;

@@ -8,7 +8,7 @@ use candle_core::{DType, Tensor};
 
 use super::attach::{attach, AnyTape};
 use super::{tape, Decoder, DecoderError, Result};
-use crate::ops::attention::{AttnLayout, Attention, Span};
+use crate::ops::attention::{AttnLayout, Attention};
 use crate::ops::linear::linear;
 use crate::ops::logprob::Gather;
 use crate::ops::rms_norm::rms_norm;
@@ -24,6 +24,22 @@ pub struct CompletionLogProbs {
     pub mask: Tensor,
     /// (k, Lmax): the entropy of each predicted distribution, detached; 0 on padding.
     pub entropy: Tensor,
+}
+
+impl CompletionLogProbs {
+    /// The rows of each group of a grouped call (the same `groups`), each cut to its own longest
+    /// completion: what scoring that group alone returns.
+    pub fn per_group(&self, groups: &[(&[u32], &[&[u32]])]) -> Result<Vec<CompletionLogProbs>> {
+        let mut row = 0;
+        let mut out = Vec::with_capacity(groups.len());
+        for (_, completions) in groups {
+            let (k, width) = (completions.len(), completions.iter().map(|c| c.len()).max().unwrap_or(0));
+            let cut = |t: &Tensor| t.narrow(0, row, k)?.narrow(1, 0, width);
+            out.push(CompletionLogProbs { logprobs: cut(&self.logprobs)?, mask: cut(&self.mask)?, entropy: cut(&self.entropy)? });
+            row += k;
+        }
+        Ok(out)
+    }
 }
 
 impl Decoder {
@@ -115,24 +131,19 @@ impl Decoder {
         }
         let k: usize = groups.iter().map(|(_, c)| c.len()).sum();
         let lmax = groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.len())).max().unwrap_or(0);
-        let mut tokens = Vec::new();
-        let mut layout = AttnLayout { rows: 0, spans: Vec::new(), positions: Vec::new() };
+        // A completion's last token predicts nothing, so it is not fed to the model.
+        let fed: Vec<Vec<usize>> = groups.iter().map(|(_, c)| c.iter().map(|c| c.len().saturating_sub(1)).collect()).collect();
+        let layout = AttnLayout::shared_prefixes(&groups.iter().zip(&fed).map(|((p, _), f)| (p.len(), f.as_slice())).collect::<Vec<_>>());
+        let mut tokens = Vec::with_capacity(layout.rows);
         let mut gather = Gather { rows: vec![], targets: vec![], out_index: vec![], out_shape: vec![k, lmax], chunk_cols: 0 };
         let mut mask = vec![0f64; k * lmax];
         let mut j = 0;
-        for (prompt, completions) in groups {
+        for ((prompt, completions), fed) in groups.iter().zip(&fed) {
             let (p0, lp) = (tokens.len(), prompt.len());
             tokens.extend_from_slice(prompt);
-            layout.spans.push(Span { start: p0, len: lp, prefix: None });
-            layout.positions.extend(0..lp);
-            for c in completions.iter() {
-                // A completion's last token predicts nothing, so it is not fed to the model.
-                let (start, fed) = (tokens.len(), c.len().saturating_sub(1));
-                tokens.extend_from_slice(&c[..fed]);
-                if fed > 0 {
-                    layout.spans.push(Span { start, len: fed, prefix: Some((p0, lp)) });
-                }
-                layout.positions.extend(lp..lp + fed);
+            for (c, &n) in completions.iter().zip(fed) {
+                let start = tokens.len();
+                tokens.extend_from_slice(&c[..n]);
                 for (t, &tok) in c.iter().enumerate() {
                     gather.rows.push(if t == 0 { p0 + lp - 1 } else { start + t - 1 });
                     gather.targets.push(tok);
@@ -142,7 +153,6 @@ impl Decoder {
                 j += 1;
             }
         }
-        layout.rows = tokens.len();
         let out = self.score(&tokens, layout, gather, mask, grad)?;
         for (_, completions) in groups {
             self.count_scored(completions);

@@ -57,17 +57,28 @@ impl AttnLayout {
 
     /// A prefix of `prefix_len` rows followed by spans of the given lengths, each continuing the prefix.
     pub fn shared_prefix(prefix_len: usize, lens: &[usize]) -> Self {
-        let mut spans = vec![Span { start: 0, len: prefix_len, prefix: None }];
-        let mut positions: Vec<usize> = (0..prefix_len).collect();
-        let mut start = prefix_len;
-        for &len in lens {
-            if len > 0 {
-                spans.push(Span { start, len, prefix: Some((0, prefix_len)) });
+        Self::shared_prefixes(&[(prefix_len, lens)])
+    }
+
+    /// Groups end to end, each a prefix followed by spans of the given lengths that continue it (and
+    /// see no other group's rows): the questions of one update pass.
+    pub fn shared_prefixes(groups: &[(usize, &[usize])]) -> Self {
+        let mut out = AttnLayout { rows: 0, spans: Vec::new(), positions: Vec::new() };
+        for &(prefix_len, lens) in groups {
+            let p0 = out.rows;
+            out.spans.push(Span { start: p0, len: prefix_len, prefix: None });
+            out.positions.extend(0..prefix_len);
+            let mut start = p0 + prefix_len;
+            for &len in lens {
+                if len > 0 {
+                    out.spans.push(Span { start, len, prefix: Some((p0, prefix_len)) });
+                }
+                out.positions.extend(prefix_len..prefix_len + len);
+                start += len;
             }
-            positions.extend(prefix_len..prefix_len + len);
-            start += len;
+            out.rows = start;
         }
-        AttnLayout { rows: start, spans, positions }
+        out
     }
 
     pub fn validate(&self) -> Result<()> {

@@ -29,10 +29,10 @@ pub enum MatmulPrecision {
     #[default]
     #[serde(rename = "f32")]
     Full,
-    #[serde(rename = "bf16")]
     /// Operands rounded to bf16, products summed in f32 (`gemm_bf16`): about 1.7x the products per
     /// second on AVX512-BF16 cores. Where the machine lacks AVX512-BF16, or for f64, this multiplies
     /// in full precision.
+    #[serde(rename = "bf16")]
     Bf16,
 }
 
