@@ -245,6 +245,9 @@ fn update_products_follow_the_config() {
     use cppo_model::ops::MatmulPrecision;
     let t = Trainer::new(common::tiny_config("mp-default", &[]), false).unwrap();
     assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Bf16, "bf16 products are the default");
+    for p in [MatmulPrecision::Full, MatmulPrecision::Bf16] {
+        assert_eq!(serde_json::to_value(p).unwrap(), serde_json::Value::String(p.name().into()), "names are the config's");
+    }
     assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), MatmulPrecision::Bf16, "the reference follows the policy");
     let t = Trainer::new(common::tiny_config("mp-f32", &["optim.matmul_precision=\"f32\""]), false).unwrap();
     assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Full);

@@ -37,6 +37,14 @@ pub enum MatmulPrecision {
 }
 
 impl MatmulPrecision {
+    /// The name configs use (as serde spells it).
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulPrecision::Full => "f32",
+            MatmulPrecision::Bf16 => "bf16",
+        }
+    }
+
     /// Whether `Bf16` really rounds on this machine (it has AVX512-BF16); elsewhere it multiplies in
     /// full precision.
     pub fn bf16_available() -> bool {

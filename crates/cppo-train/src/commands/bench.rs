@@ -289,7 +289,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
             out.push(StepTimes {
                 label: format!("{label} {name}"),
                 rollout_weights: weights.name().to_string(),
-                update_products: if *mp == MatmulPrecision::Bf16 { "bf16" } else { "f32" }.to_string(),
+                update_products: mp.name().to_string(),
                 beta: *beta,
                 completions_generated: g,
                 completions_kept: batch.items.len(),
