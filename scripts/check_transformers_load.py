@@ -1,5 +1,5 @@
 """Loads a Hugging Face directory written by `cppo convert` (or saved by `cppo train`) with transformers
-itself and checks it against shared/golden: prompt ids, top-20 next-token logits, the 32 greedy tokens
+itself and checks it against testdata/golden: prompt ids, top-20 next-token logits, the 32 greedy tokens
 and the teacher-forced completion log-probs. Exits non-zero on any mismatch.
 
     python scripts/check_transformers_load.py MODEL_DIR GOLDEN_JSON

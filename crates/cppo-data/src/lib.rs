@@ -15,7 +15,7 @@ pub use arith::{
 pub use dataset::Dataset;
 pub use error::{DataError, Result};
 pub use jsonl::{load_jsonl, JsonlSpec};
-pub use root::{data_root, resolve_data_root, DataRoot, RootOrigin, DATA_DIR_ENV};
+pub use root::{data_root, resolve_data_root, resolve_data_root_in, DataRoot, RootOrigin, DATA_DIR_ENV};
 pub use sampler::{take, take_random, Sampler, SamplerState};
 pub use template::{ChatMessage, PromptTemplate, PRESET_NAMES, R1_MATH_SYSTEM, R1_THINK_SYSTEM};
 

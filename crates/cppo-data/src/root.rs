@@ -64,6 +64,12 @@ pub fn data_root() -> Result<DataRoot> {
 
 /// [`data_root`] with the environment and current directory passed in, so the order can be tested.
 pub fn resolve_data_root(env_value: Option<&OsStr>, cwd: &Path) -> Result<DataRoot> {
+    resolve_data_root_in(env_value, cwd, Path::new(REPO_RELATIVE))
+}
+
+/// [`resolve_data_root`] with the repository's `../shared/data` passed in too, so a test can place one
+/// without depending on what lies beside the checkout.
+pub fn resolve_data_root_in(env_value: Option<&OsStr>, cwd: &Path, repo_data: &Path) -> Result<DataRoot> {
     if let Some(value) = env_value.filter(|v| !v.is_empty()) {
         let path = PathBuf::from(value);
         if path.is_dir() {
@@ -81,7 +87,7 @@ pub fn resolve_data_root(env_value: Option<&OsStr>, cwd: &Path) -> Result<DataRo
     }
     let candidates = [
         (cwd.join("../shared/data"), RootOrigin::CurrentDir),
-        (PathBuf::from(REPO_RELATIVE), RootOrigin::Repo),
+        (repo_data.to_path_buf(), RootOrigin::Repo),
     ];
     for (path, origin) in &candidates {
         if path.is_dir() {

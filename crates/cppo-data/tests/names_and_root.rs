@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 
-use cppo_data::{resolve_data_root, DataError, Dataset, RootOrigin};
+use cppo_data::{resolve_data_root, resolve_data_root_in, DataError, Dataset, RootOrigin};
 
 #[test]
 fn names_round_trip_and_aliases_parse() {
@@ -73,21 +73,30 @@ fn current_directory_comes_before_the_repository() {
 
 #[test]
 fn repository_is_the_last_resort() {
-    // Nested, so that `../shared/data` from it cannot exist whatever the temp folder's neighbours are.
+    // A repository with `shared/data` beside it, and a current directory (nested, so that `../shared/data`
+    // from it cannot exist whatever the temp folder's neighbours are) with none.
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path().join("a").join("b");
     std::fs::create_dir_all(&cwd).unwrap();
-    let repo_data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
-    match resolve_data_root(None, &cwd) {
-        Ok(root) => {
-            assert_eq!(root.origin, RootOrigin::Repo);
-            assert_eq!(
-                std::fs::canonicalize(root.path).unwrap(),
-                std::fs::canonicalize(repo_data).unwrap()
-            );
-        }
-        Err(e) => {
-            panic!("the shared data folder {repo_data} should exist beside the repository: {e}")
-        }
-    }
+    let repo_data = tmp.path().join("elsewhere/shared/data");
+    std::fs::create_dir_all(&repo_data).unwrap();
+    let root = resolve_data_root_in(None, &cwd, &repo_data).unwrap();
+    assert_eq!(root.origin, RootOrigin::Repo);
+    assert_eq!(root.path, repo_data);
+    // The current directory's still comes first when it exists.
+    let near = tmp.path().join("a/shared/data");
+    std::fs::create_dir_all(&near).unwrap();
+    assert_eq!(resolve_data_root_in(None, &cwd, &repo_data).unwrap().origin, RootOrigin::CurrentDir);
+}
+
+#[test]
+fn nowhere_to_look_is_an_error_naming_every_place_tried() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path().join("a").join("b");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let missing = tmp.path().join("no-repo/shared/data");
+    let err = resolve_data_root_in(None, &cwd, &missing).unwrap_err();
+    assert!(matches!(err, DataError::NoDataRoot { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("CPPO_DATA_DIR") && text.contains(&missing.display().to_string()), "{text}");
 }

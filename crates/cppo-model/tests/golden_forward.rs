@@ -1,4 +1,4 @@
-//! SmolLM2-135M-Instruct against Hugging Face transformers (/work/shared/golden, see its README.md):
+//! SmolLM2-135M-Instruct against Hugging Face transformers (testdata/golden, see its README.md):
 //! next-token logits, greedy tokens and teacher-forced completion log-probs, through both the training
 //! path and the cached inference path. Ids come from the JSON so the tokenizer is not under test here.
 
@@ -10,7 +10,7 @@ use cppo_model::load::load_model;
 use cppo_model::Decoder;
 use serde_json::Value;
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/golden/smollm2-135m-instruct.json");
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/golden/smollm2-135m-instruct.json");
 const TOL: f64 = 1e-3;
 
 struct Case {
@@ -32,7 +32,7 @@ fn floats(v: &Value, field: &str) -> Vec<f64> {
 
 fn cases() -> Vec<Case> {
     let text = std::fs::read_to_string(PathBuf::from(GOLDEN))
-        .unwrap_or_else(|e| panic!("golden outputs not found at {GOLDEN} ({e}); they live in /work/shared/golden"));
+        .unwrap_or_else(|e| panic!("golden outputs not found at {GOLDEN} ({e}); see testdata/golden/README.md"));
     let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{GOLDEN}: not JSON: {e}"));
     let cases = json["cases"].as_array().unwrap_or_else(|| panic!("{GOLDEN}: no `cases` list"));
     cases

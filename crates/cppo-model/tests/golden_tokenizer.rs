@@ -1,12 +1,12 @@
 //! The SmolLM2 GGUF's tokenizer and chat template against transformers' output
-//! (/work/shared/golden/smollm2-135m-instruct.json, see its README.md).
+//! (testdata/golden/smollm2-135m-instruct.json, see its README.md).
 
 use cppo_model::{fetch, gguf, ChatMessage};
 use serde::Deserialize;
 
 const GOLDEN: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/golden/smollm2-135m-instruct.json"
+    "/../../testdata/golden/smollm2-135m-instruct.json"
 );
 
 #[derive(Deserialize)]
@@ -27,7 +27,7 @@ struct Case {
 
 fn golden() -> Golden {
     let text = std::fs::read_to_string(GOLDEN)
-        .unwrap_or_else(|e| panic!("golden file {GOLDEN} is missing ({e}); it lives in the shared/ directory beside the repository"));
+        .unwrap_or_else(|e| panic!("golden file {GOLDEN} is missing ({e}); see testdata/golden/README.md"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{GOLDEN}: {e}"))
 }
 

@@ -66,9 +66,9 @@ fn informative(r: &Rollout) -> bool {
 fn refill_trains_on_the_first_planned_informative_groups() {
     const PLANNED: usize = 2;
     const MAX_ROUNDS: usize = 4;
-    let mut t = trainer("ds-refill", MAX_ROUNDS, Box::new(HalfUniform), &["train.steps=4"]);
+    let mut t = trainer("ds-refill", MAX_ROUNDS, Box::new(HalfUniform), &["train.steps=8"]);
     let (mut refilled, mut surplus_seen, mut uniform_seen) = (0, 0, 0);
-    for _ in 0..4 {
+    for _ in 0..8 {
         let before = t.sampler.state();
         // The questions this step will draw, in order.
         let mut preview = t.sampler.clone();

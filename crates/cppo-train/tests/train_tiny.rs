@@ -217,7 +217,7 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
             "loss.aggregation=\"seq-mean-token-sum-norm\"",
             "loss.normaliser=10",
             "loss.beta=0.0",
-            "generation.stop=[\"k\"]",
+            "generation.stop=[\"k\", \"e\"]",
         ],
     );
     let mut t = Trainer::new(cfg, false).unwrap();

@@ -10,6 +10,7 @@ pub mod attention;
 pub(crate) mod few_queries;
 pub(crate) mod gemm;
 pub(crate) mod gemm_bf16;
+pub mod isa;
 pub mod linear;
 pub mod logprob;
 pub mod rms_norm;

@@ -66,7 +66,7 @@ pub(crate) fn dot_generic<T: num_traits::Float + std::ops::AddAssign>(a: &[T], b
 
 #[cfg(target_arch = "x86_64")]
 fn avx2() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    super::isa::has(super::isa::Isa::Avx2)
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -63,31 +63,15 @@ pub struct Out<'a> {
     pub add: bool,
 }
 
-/// Whether this machine runs the kernel.
+/// Whether this machine runs the kernel (AVX-512 F, VL and BW; see `isa`).
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| {
-            std::is_x86_feature_detected!("avx512f")
-                && std::is_x86_feature_detected!("avx512vl")
-                && std::is_x86_feature_detected!("avx512bw")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    super::isa::has(super::isa::Isa::Avx512)
 }
 
 /// Whether bf16 weights are multiplied with bf16 dot products (AVX512-BF16, twice the products
 /// per instruction of an f32 FMA; the inputs are then rounded to bf16 as well).
 pub fn dot_bf16_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| available() && std::is_x86_feature_detected!("avx512bf16"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    super::isa::has(super::isa::Isa::Avx512Bf16)
 }
 
 /// `outs[o].y (+)= x (m x k) @ outs[o].w^T` for every o, split over `threads` tasks. Returns false,
@@ -420,10 +404,8 @@ mod tests {
     use crate::ops::test_values as values;
 
     #[test]
+    #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
     fn panels_of_a_long_weight_cover_every_column() {
-        if !available() {
-            return;
-        }
         // k = 3000 makes a panel 12 weight rows, so 40 outputs take four panels (the last short).
         let (m, k, n) = (19, 3000, 40);
         let x = values(m * k, 1);
@@ -456,6 +438,7 @@ mod tests {
         /// A bf16 weight gives the product of its widened values: with f32 inputs, or with the inputs
         /// rounded to bf16 where the dot-product instruction takes them.
         #[test]
+        #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
         fn bf16_weights_multiply_their_widened_values(
             m in 1usize..20,
             k in 1usize..100,
@@ -464,7 +447,6 @@ mod tests {
             threads in 1usize..4,
             seed in 0u32..1000,
         ) {
-            prop_assume!(available());
             let x = values(m * k, seed);
             let half: Vec<u16> = values(n * k, seed + 1).iter().map(|&v| to_bf16(v)).collect();
             let start = values(m * n, seed + 2);
@@ -483,6 +465,7 @@ mod tests {
         }
 
         #[test]
+        #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
         fn matches_a_plain_product(
             m in 0usize..20,
             k in 0usize..70,
@@ -492,7 +475,6 @@ mod tests {
             threads in 1usize..4,
             seed in 0u32..1000,
         ) {
-            prop_assume!(available());
             let x = values(m * k, seed);
             let ws: Vec<Vec<f32>> = ns.iter().enumerate().map(|(o, &n)| values(n * k, seed + 7 * o as u32 + 1)).collect();
             // Outputs may be strided (`ys = n + pad`): the padding must stay untouched.
