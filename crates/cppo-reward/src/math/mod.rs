@@ -11,22 +11,30 @@
 //! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
 //!
 //! Equivalence: identical after [`normalize()`], else equivalent in structure ([`structure`]) with
-//! values compared numerically ([`eval`], tolerances in [`value`]).
+//! values compared numerically ([`eval`], tolerances in [`value`]), else the same equation up to a
+//! non-zero factor ([`equation`]).
 
 mod budget;
+pub mod equation;
 pub mod eval;
 pub mod expr;
+pub mod judge;
+pub mod label;
 pub mod latex;
 pub mod normalize;
+pub mod relation;
 pub mod structure;
 pub mod value;
 
 use cppo_core::Problem;
 
 pub use budget::Budget;
+pub use judge::explain;
 pub use normalize::normalize;
 
-use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, STEP_BUDGET};
+use judge::{judge, Judgement};
+
+use crate::limits::{MAX_ANSWER_BYTES, STEP_BUDGET};
 use crate::scan::{after_answer_phrase, last_boxed, last_inline_math, last_tag_content};
 use crate::{clip, Reward, Score};
 
@@ -152,7 +160,11 @@ pub fn compare_with_budget(a: &str, b: &str, steps: u64) -> Verdict {
     }
     let (sa, sb) = (structure::build(&na), structure::build(&nb));
     let mut budget = Budget::new(steps);
-    let equal = structure::equivalent(&sa, &sb, &mut budget);
+    let mut equal = structure::equivalent(&sa, &sb, &mut budget);
+    if !equal && !budget.exhausted && equation::same_equation(&na, &nb, &mut budget) {
+        equal = true;
+        budget.numeric = true;
+    }
     let how = match (equal, budget.numeric, budget.exhausted) {
         (true, true, _) => How::Numeric,
         (true, false, _) => How::Structural,
@@ -169,20 +181,23 @@ pub fn is_equiv(a: &str, b: &str) -> bool {
 
 /// Grades one completion against a reference; the verdict of [`MathReward`].
 pub fn grade(completion: &str, reference: &str) -> Score {
-    if completion.len() > MAX_COMPLETION_BYTES {
-        return Score::accuracy(false, None, format!("completion too long ({} bytes)", completion.len()));
+    match judge(completion, reference) {
+        Judgement::TooLong(n) => Score::accuracy(false, None, format!("completion too long ({n} bytes)")),
+        Judgement::NoGold => Score::accuracy(false, None, "the reference has no answer".into()),
+        Judgement::NoAnswer { gold } => {
+            Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {}", clip(gold)))
+        }
+        Judgement::Compared { source, tried } => {
+            // The pair that matched, or else the plain reading of both (the first pair).
+            let Some(last) = tried.iter().find(|c| c.verdict.equal).or(tried.first()) else {
+                return Score::accuracy(false, None, "nothing compared".into());
+            };
+            let v = &last.verdict;
+            let verdict = if v.equal { "correct" } else { "wrong" };
+            let reason = format!("{verdict}: {} from {} vs gold {}: {}", clip(&last.answer), source.describe(), clip(&last.gold), v.how.describe());
+            Score::accuracy(v.equal, Some(judge::shown(&last.answer)), reason)
+        }
     }
-    let Some(gold) = gold_answer(reference) else {
-        return Score::accuracy(false, None, "the reference has no answer".into());
-    };
-    let Some((answer, source)) = extract_answer(completion) else {
-        return Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {}", clip(gold)));
-    };
-    let v = compare(answer, gold);
-    let shown = if answer.len() <= MAX_ANSWER_BYTES { normalize(answer).unwrap_or_else(|_| answer.to_string()) } else { answer.to_string() };
-    let verdict = if v.equal { "correct" } else { "wrong" };
-    let reason = format!("{verdict}: {} from {} vs gold {}: {}", clip(answer), source.describe(), clip(gold), v.how.describe());
-    Score::accuracy(v.equal, Some(shown), reason)
 }
 
 /// Accuracy on MATH-style LaTeX answers: 1.0 when equivalent to the gold, else 0.0.

@@ -1,6 +1,6 @@
 //! Several answers: a list written with `or`, `and`, `;`, as assignments, or as several boxes next to
-//! each other (in the completion or in the reference). Boxes with prose between them are separate
-//! statements (the last one is the answer); boxes that all hold the same value are one answer.
+//! each other (in the completion or in the reference), read both as the last box and as all of them.
+//! Boxes with prose between them are separate statements (the last one is the answer).
 
 use super::{check, Case::*};
 
@@ -20,7 +20,11 @@ fn several_answers_in_one_response() {
         Same(r"x=2 \quad\text{or}\quad x=-3", "2,-3"),
         Same(r"x = \pm 3", "3, -3"),
         Math { completion: r"\boxed{5} or \boxed{6}", reference: "5", correct: false },
-        Math { completion: r"\boxed{(8,38)}", reference: r"$\boxed{(-2,18)}$ and $\boxed{(8,38)}$", correct: false },
+        // Deliberate: the reference's last box alone stays a gold (MATH's convention; references also end
+        // with alternative forms of one answer, `$\boxed{28}$ or $\boxed{28_9}$`), so only the first of
+        // two boxed answers is wrong on its own.
+        Math { completion: r"\boxed{(8,38)}", reference: r"$\boxed{(-2,18)}$ and $\boxed{(8,38)}$", correct: true },
+        Math { completion: r"\boxed{(-2,18)}", reference: r"$\boxed{(-2,18)}$ and $\boxed{(8,38)}$", correct: false },
         Math { completion: r"$\boxed{1}\boxed{2}$", reference: "1,3", correct: false },
         Math { completion: r"First \boxed{3}. Then we check it: \boxed{4}", reference: "3", correct: false },
         Differ("AB = 4, CD = 5", "AB = 5, CD = 4"),
