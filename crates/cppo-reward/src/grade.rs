@@ -5,6 +5,10 @@
 //! line that is not a JSON object with a string `response` and a string (or number) `answer`. Empty
 //! lines are errors too (`line N: empty line`), for the same reason. The run goes on after bad lines;
 //! only I/O errors stop it.
+//!
+//! With [`Options::explain`] each verdict line also has `"explain"`: why the pair was judged as it was.
+//! MATH: where the answer was found, and for each comparison the normalised forms, the shapes they were
+//! read as and the verdict ([`crate::math::explain`]); GSM8K: the number read, its source and the gold.
 
 use std::fmt;
 use std::io::{BufRead, Write};
@@ -30,8 +34,20 @@ impl fmt::Display for GradeSummary {
     }
 }
 
+/// What each verdict line holds beyond `correct`, `extracted` and `reward`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Add `"explain"`: why the pair was judged equal or not (see the module docs).
+    pub explain: bool,
+}
+
 /// Reads `{"response", "answer"}` lines from `input`, writes one verdict line per input line to `out`.
 pub fn run(task: Task, input: &mut dyn BufRead, out: &mut dyn Write) -> std::io::Result<GradeSummary> {
+    run_with(task, Options::default(), input, out)
+}
+
+/// [`run`] with [`Options`].
+pub fn run_with(task: Task, options: Options, input: &mut dyn BufRead, out: &mut dyn Write) -> std::io::Result<GradeSummary> {
     let mut summary = GradeSummary::default();
     let mut buf = Vec::new();
     loop {
@@ -41,12 +57,16 @@ pub fn run(task: Task, input: &mut dyn BufRead, out: &mut dyn Write) -> std::io:
         }
         summary.lines += 1;
         let n = summary.lines;
-        let line = match grade_line(task, &buf) {
-            Ok(score) => {
+        let line = match grade_line(task, &buf, options.explain) {
+            Ok((score, explanation)) => {
                 if score.correct == Some(true) {
                     summary.correct += 1;
                 }
-                json!({ "correct": score.correct == Some(true), "extracted": score.extracted, "reward": score.value })
+                let mut line = json!({ "correct": score.correct == Some(true), "extracted": score.extracted, "reward": score.value });
+                if let Some(why) = explanation {
+                    line["explain"] = Value::String(why);
+                }
+                line
             }
             Err(why) => {
                 summary.errors += 1;
@@ -58,7 +78,8 @@ pub fn run(task: Task, input: &mut dyn BufRead, out: &mut dyn Write) -> std::io:
     Ok(summary)
 }
 
-fn grade_line(task: Task, raw: &[u8]) -> Result<Score, String> {
+/// The verdict on one input line, and its explanation when asked for.
+fn grade_line(task: Task, raw: &[u8], explain: bool) -> Result<(Score, Option<String>), String> {
     let text = std::str::from_utf8(raw).map_err(|e| format!("not UTF-8 ({e})"))?;
     let text = text.trim_end_matches(['\n', '\r']);
     if text.trim().is_empty() {
@@ -77,8 +98,13 @@ fn grade_line(task: Task, raw: &[u8]) -> Result<Score, String> {
         Some(_) => return Err("field `answer` must be a string or a number".into()),
         None => return Err("missing field `answer`".into()),
     };
-    Ok(match task {
+    let score = match task {
         Task::Gsm8k => crate::gsm8k::grade(response, &answer),
         Task::Math => crate::math::grade(response, &answer),
-    })
+    };
+    let explanation = explain.then(|| match task {
+        Task::Gsm8k => score.reason.clone(),
+        Task::Math => crate::math::explain(response, &answer),
+    });
+    Ok((score, explanation))
 }

@@ -349,13 +349,13 @@ fn matrix(s: &str, depth: usize) -> Option<Ans> {
     Some(Ans::Matrix(out))
 }
 
-/// A person's view of a shape: `(1; 2]` for a tuple or interval, `list [1; 2]`, `set {1; 2}`,
+/// A person's view of a shape: `(1, 2]` for a tuple or interval, `list [1; 2]`, `set {1; 2}`,
 /// `union [(..); (..)]`, `matrix [1, 2; 3, 4]`, `equation l = r`, `e ~ approximation`; a value is its text.
 pub fn describe(a: &Ans) -> String {
     let all = |v: &[Ans]| v.iter().map(describe).collect::<Vec<_>>().join("; ");
     match a {
         Ans::Value { text, .. } => text.clone(),
-        Ans::Tuple { open, close, items } => format!("{open}{}{close}", all(items)),
+        Ans::Tuple { open, close, items } => format!("{open}{}{close}", items.iter().map(describe).collect::<Vec<_>>().join(", ")),
         Ans::Set(v) => format!("set {{{}}}", all(v)),
         Ans::List(v) => format!("list [{}]", all(v)),
         Ans::Union(v) => format!("union [{}]", all(v)),
