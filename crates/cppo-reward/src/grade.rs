@@ -14,8 +14,10 @@ use std::fmt;
 use std::io::{BufRead, Write};
 
 use cppo_core::Task;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 
+use crate::grade_line::{self, Field, LineError};
 use crate::Score;
 
 /// Counts of one grading run.
@@ -57,25 +59,32 @@ pub fn run_with(task: Task, options: Options, input: &mut dyn BufRead, out: &mut
         }
         summary.lines += 1;
         let n = summary.lines;
-        let line = match grade_line(task, &buf, options.explain) {
+        match grade_line(task, &buf, options.explain) {
             Ok((score, explanation)) => {
                 if score.correct == Some(true) {
                     summary.correct += 1;
                 }
-                let mut line = json!({ "correct": score.correct == Some(true), "extracted": score.extracted, "reward": score.value });
-                if let Some(why) = explanation {
-                    line["explain"] = Value::String(why);
-                }
-                line
+                let verdict = VerdictLine { correct: score.correct == Some(true), explain: explanation, extracted: score.extracted, reward: score.value };
+                serde_json::to_writer(&mut *out, &verdict)?;
             }
             Err(why) => {
                 summary.errors += 1;
-                json!({ "error": format!("line {n}: {why}") })
+                serde_json::to_writer(&mut *out, &json!({ "error": format!("line {n}: {why}") }))?;
             }
-        };
-        writeln!(out, "{line}")?;
+        }
+        writeln!(out)?;
     }
     Ok(summary)
+}
+
+/// One output line; keys in alphabetical order, as a JSON map writes them.
+#[derive(Serialize)]
+struct VerdictLine {
+    correct: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explain: Option<String>,
+    extracted: Option<String>,
+    reward: f64,
 }
 
 /// The verdict on one input line, and its explanation when asked for.
@@ -85,26 +94,28 @@ fn grade_line(task: Task, raw: &[u8], explain: bool) -> Result<(Score, Option<St
     if text.trim().is_empty() {
         return Err("empty line".into());
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
-    let obj = value.as_object().ok_or("expected a JSON object")?;
-    let response = match obj.get("response") {
-        Some(Value::String(s)) => s.as_str(),
+    let fields = grade_line::read(text).map_err(|e| match e {
+        LineError::Invalid(why) => format!("invalid JSON: {why}"),
+        LineError::NotAnObject => "expected a JSON object".to_string(),
+    })?;
+    let response = match &fields.response {
+        Some(Field::Text(s)) => s.as_ref(),
         Some(_) => return Err("field `response` must be a string".into()),
         None => return Err("missing field `response`".into()),
     };
-    let answer = match obj.get("answer") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(x)) => x.to_string(),
-        Some(_) => return Err("field `answer` must be a string or a number".into()),
+    let answer = match &fields.answer {
+        Some(Field::Text(s)) => s.as_ref(),
+        Some(Field::Number(x)) => x.as_str(),
+        Some(Field::Other) => return Err("field `answer` must be a string or a number".into()),
         None => return Err("missing field `answer`".into()),
     };
     let score = match task {
-        Task::Gsm8k => crate::gsm8k::grade(response, &answer),
-        Task::Math => crate::math::grade(response, &answer),
+        Task::Gsm8k => crate::gsm8k::grade(response, answer),
+        Task::Math => crate::math::grade(response, answer),
     };
     let explanation = explain.then(|| match task {
         Task::Gsm8k => score.reason.clone(),
-        Task::Math => crate::math::explain(response, &answer),
+        Task::Math => crate::math::explain(response, answer),
     });
     Ok((score, explanation))
 }

@@ -18,7 +18,14 @@ pub fn last_tag_content<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
 /// Empty boxes are ignored. "Last" means the box that starts last; in `\boxed{\boxed{5}}` that is the
 /// inner one, which has the same content that matters.
 pub fn last_boxed(text: &str) -> Option<&str> {
+    last_boxed_counting(text).0
+}
+
+/// [`last_boxed`], and how many box commands the text holds (complete or not), so that a caller can
+/// tell whether [`trailing_boxes`] could find several without scanning again.
+pub fn last_boxed_counting(text: &str) -> (Option<&str>, usize) {
     let bytes = text.as_bytes();
+    let mut commands = 0usize;
     let mut best: Option<(usize, usize, usize)> = None; // (start of command, content start, content end)
     // Open braces not yet closed: (position, start of the box command it opens, if it opens one).
     let mut stack: Vec<(usize, Option<usize>)> = Vec::new();
@@ -33,6 +40,7 @@ pub fn last_boxed(text: &str) -> Option<&str> {
                 }
                 let name = &text[name_start..j];
                 if name == "boxed" || name == "fbox" {
+                    commands += 1;
                     let mut k = j;
                     while k < bytes.len() && (bytes[k] == b' ' || bytes[k] == b'\t') {
                         k += 1;
@@ -77,7 +85,7 @@ pub fn last_boxed(text: &str) -> Option<&str> {
             _ => i += 1,
         }
     }
-    best.map(|(_, s, e)| text[s..e].trim())
+    (best.map(|(_, s, e)| text[s..e].trim()), commands)
 }
 
 /// Longest text between two boxes that can still join them into one answer.
@@ -91,6 +99,11 @@ const MAX_CONNECTOR_BYTES: usize = 80;
 /// Boxes inside other boxes are not counted. Empty when fewer than two boxes end the text together, or
 /// when more than `max_boxes` do or their contents exceed `max_bytes` in all.
 pub fn trailing_boxes(text: &str, max_boxes: usize, max_bytes: usize) -> Vec<&str> {
+    // Most texts hold one box: a substring search rules them out without the full scan.
+    let commands = text.matches("\\boxed").take(2).count() + text.matches("\\fbox").take(2).count();
+    if commands < 2 {
+        return Vec::new();
+    }
     let boxes = outer_boxes(text);
     let Some(&(mut start, s, e)) = boxes.last() else { return Vec::new() };
     let mut group = vec![text[s..e].trim()];

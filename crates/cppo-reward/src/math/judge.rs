@@ -10,18 +10,27 @@
 
 use std::borrow::Cow;
 
-use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, MAX_ITEMS};
+use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, MAX_ITEMS, STEP_BUDGET};
 use crate::scan::trailing_boxes;
 use crate::clip;
 
 use super::structure::{self, describe};
-use super::{compare, extract_answer, gold_answer, normalize, Source, Verdict};
+use super::{compare_forms, extract_answer_counting, gold_answer_counting, normalize, Source, Verdict};
 
 /// One comparison: the answer as read, the gold as read, and the verdict.
 pub struct Compared<'a> {
     pub answer: Cow<'a, str>,
+    /// The answer normalised, when it could be.
+    pub answer_form: Option<String>,
     pub gold: Cow<'a, str>,
     pub verdict: Verdict,
+}
+
+impl<'a> Compared<'a> {
+    fn new(answer: Cow<'a, str>, gold: Cow<'a, str>) -> Self {
+        let (verdict, answer_form) = compare_forms(&answer, &gold, STEP_BUDGET);
+        Compared { answer, answer_form, gold, verdict }
+    }
 }
 
 /// What grading found.
@@ -33,8 +42,11 @@ pub enum Judgement<'a> {
     Compared { source: Source, tried: Vec<Compared<'a>> },
 }
 
-/// Several boxes read together as one list: `1, 2`.
-fn joined(text: &str) -> Option<String> {
+/// Several boxes read together as one list: `1, 2`; `boxes` counts the box commands in `text`.
+fn joined(text: &str, boxes: usize) -> Option<String> {
+    if boxes < 2 {
+        return None;
+    }
     let group = trailing_boxes(text, MAX_ITEMS, MAX_ANSWER_BYTES);
     (!group.is_empty()).then(|| group.join(", "))
 }
@@ -44,17 +56,18 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
     if completion.len() > MAX_COMPLETION_BYTES {
         return Judgement::TooLong(completion.len());
     }
-    let Some(gold) = gold_answer(reference) else { return Judgement::NoGold };
-    let Some((answer, source)) = extract_answer(completion) else { return Judgement::NoAnswer { gold } };
-    let first = compare(answer, gold);
-    let decided = first.equal;
-    let mut tried = vec![Compared { answer: answer.into(), gold: gold.into(), verdict: first }];
+    let (Some(gold), gold_boxes) = gold_answer_counting(reference) else { return Judgement::NoGold };
+    let Some((answer, source, answer_boxes)) = extract_answer_counting(completion) else { return Judgement::NoAnswer { gold } };
+    let first = Compared::new(answer.into(), gold.into());
+    let decided = first.verdict.equal;
+    let mut tried = vec![first];
     if decided {
         return Judgement::Compared { source, tried };
     }
-    // Other readings only when the plain one fails: the common case pays for no second scan.
-    let answer_group = if source == Source::Boxed { joined(completion) } else { None };
-    let gold_group = joined(reference);
+    // Other readings only when the plain one fails and there are several boxes: the common case pays
+    // for no second scan.
+    let answer_group = joined(completion, answer_boxes);
+    let gold_group = joined(reference, gold_boxes);
     let answers = [Some(Cow::Borrowed(answer)), answer_group.map(Cow::Owned)];
     let golds = [Some(Cow::Borrowed(gold)), gold_group.map(Cow::Owned)];
     for (i, a) in answers.iter().enumerate() {
@@ -63,9 +76,9 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
             if i == 0 && j == 0 {
                 continue;
             }
-            let verdict = compare(a, g);
-            let equal = verdict.equal;
-            tried.push(Compared { answer: a.clone(), gold: g.clone(), verdict });
+            let c = Compared::new(a.clone(), g.clone());
+            let equal = c.verdict.equal;
+            tried.push(c);
             if equal {
                 return Judgement::Compared { source, tried };
             }

@@ -122,8 +122,7 @@ fn split(s: &str) -> Option<(Vec<&str>, Vec<Op>)> {
 /// The solutions of `s` when it is an inequality in one variable (see the module docs); `None` when it
 /// is not one, or is one that is not read.
 pub fn solutions(s: &str) -> Option<Vec<Interval>> {
-    // Cheap test first: most answers hold no relation at all.
-    if !s.contains(['<', '>']) && !s.contains("\\le") && !s.contains("\\ge") && !s.contains("\\ne") {
+    if !mentions_inequality(s) {
         return None;
     }
     let (sides, ops) = split(s)?;
@@ -158,6 +157,12 @@ pub fn solutions(s: &str) -> Option<Vec<Interval>> {
         }
         _ => None,
     }
+}
+
+/// A cheap first test, one pass over the bytes: most answers hold no inequality at all.
+fn mentions_inequality(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| c == b'<' || c == b'>' || (c == b'\\' && matches!(b.get(i + 1..i + 3), Some(b"le" | b"ge" | b"ne"))))
 }
 
 /// The solutions of `x op c`.
