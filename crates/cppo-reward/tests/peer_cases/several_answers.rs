@@ -19,6 +19,10 @@ fn several_answers_in_one_response() {
         Same("AB = 4, CD = 5", "CD = 5, AB = 4"),
         Same(r"x=2 \quad\text{or}\quad x=-3", "2,-3"),
         Same(r"x = \pm 3", "3, -3"),
+        // Deliberate: a list is unordered, as the roots or solutions it usually lists are (the MATH
+        // dataset's `is_equiv` compares lists in order); tuples and intervals stay ordered.
+        Same("10, 4, -2", "4, 10, -2"),
+        Differ("(10, 4, -2)", "(4, 10, -2)"),
         Math { completion: r"\boxed{5} or \boxed{6}", reference: "5", correct: false },
         // Deliberate: the reference's last box alone stays a gold (MATH's convention; references also end
         // with alternative forms of one answer, `$\boxed{28}$ or $\boxed{28_9}$`), so only the first of
