@@ -5,7 +5,9 @@
 //! `\frac{NO}{BO}`), an absolute value (`|AB|`), a function at a point (`f(2)`), an angle or segment
 //! (`m\angle ABC`, `\overline{AB}`), a tuple of names (`(p,q)`) or a ratio of names (`A:B`). What makes a
 //! left side an equation instead: a sum or difference at the top level, a leading number (a
-//! coefficient, `2x = 6`), a relation, or no letter at all (`\pi`, `7`).
+//! coefficient, `2x = 6`), a relation, or no letter at all (`\pi`, `7`). A name other than a bare
+//! variable labels only a constant: in `x^2 = 4y` or `xy = 3x + 1` the sides relate variables, and the
+//! answer is the equation.
 
 use super::expr::GREEK;
 use super::structure::{delta, is_bare_var, split_top, units};
@@ -21,7 +23,20 @@ const NAMING_COMMANDS: &[&str] = &[
 const TOP_LEVEL_BREAKS: &[&str] =
     &["+", "-", "=", "<", ">", "\\le", "\\ge", "\\ne", ",", ";", "\\pm", "\\mp", "\\cup", "\\approx", "\\in"];
 
-/// Whether `s` (normalised) names the value that `= ...` gives it (see the module docs).
+/// Whether `left = right` (normalised sides) is a name and its value, so that the answer is `right`.
+pub fn names_value(left: &str, right: &str) -> bool {
+    is_bare_var(left) || (is_label(left) && !mentions_variable(right))
+}
+
+/// Whether a side holds a letter or Greek letter outside command names (`4y`, `2\theta`; not `2\sqrt{3}`).
+fn mentions_variable(s: &str) -> bool {
+    units(s).iter().any(|&(a, b)| {
+        let u = &s[a..b];
+        u.chars().all(|c| c.is_ascii_alphabetic()) || u.strip_prefix('\\').is_some_and(|cmd| GREEK.contains(&cmd))
+    })
+}
+
+/// Whether `s` (normalised) is a name (see the module docs).
 pub fn is_label(s: &str) -> bool {
     let s = s.trim();
     if s.is_empty() {
@@ -98,5 +113,16 @@ mod tests {
         for s in ["7", "2x", "11a+c", "a+3z", "x-y", r"\pi", r"\infty", "(3,2)", "", r"\sin x", "x<3", "1:2", "-x", ".5x"] {
             assert!(!is_label(s), "{s}");
         }
+    }
+
+    #[test]
+    fn names_label_constants_and_variables_label_anything() {
+        use super::names_value;
+        assert!(names_value("|AB|", r"2\sqrt{3}"));
+        assert!(names_value("(p,q)", "(3,2)"));
+        assert!(names_value("y", "2x+1"));
+        assert!(!names_value("x^2", "4y"));
+        assert!(!names_value("xy", r"3\theta"));
+        assert!(!names_value("2x", "6"));
     }
 }

@@ -5,7 +5,7 @@
 //! - Lists (`1, 2`), sets (`\{1,2\}`) and unions (`A \cup B`) are unordered; a list equals a set.
 //! - `\pm` in a list item or a whole answer makes two items: `1\pm\sqrt{2}` = `1+\sqrt{2}, 1-\sqrt{2}`.
 //! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped, and so is any other
-//!   left side that names the value ([`is_label`]: `|AB| = 1`, `(p,q) = (3,2)`, `A:B = 1:2`); a chain
+//!   left side that names a constant value ([`names_value`]: `|AB| = 1`, `(p,q) = (3,2)`, `A:B = 1:2`); a chain
 //!   `x = 3 + 3 = 6` whose first side is a name is its last side. In a list whose items name different
 //!   things (`a=1, b=2`, `AB=4, CD=5`) the names are kept and matched.
 //! - An inequality in one variable is the interval of its solutions ([`super::relation`]):
@@ -23,7 +23,7 @@ use crate::limits::{MAX_DEPTH, MAX_ITEMS};
 use super::budget::Budget;
 use super::eval;
 use super::expr::{self, Expr};
-use super::label::is_label;
+use super::label::names_value;
 use super::relation;
 use super::value::{long_decimal, rounds_to};
 
@@ -201,7 +201,7 @@ fn build_at(s: &str, depth: usize) -> Ans {
     }
     let approx = split_top(s, &us, "\\approx");
     if approx.len() == 2 {
-        if approx[0].trim().is_empty() || is_label(approx[0]) {
+        if approx[0].trim().is_empty() || names_value(approx[0], approx[1]) {
             return build_at(approx[1], depth + 1);
         }
         return Ans::Approx(Box::new(build_at(approx[0], depth + 1)), Box::new(build_at(approx[1], depth + 1)));
@@ -214,14 +214,14 @@ fn build_at(s: &str, depth: usize) -> Ans {
     }
     let sides = split_top(s, &us, "=");
     if sides.len() == 2 {
-        if is_label(sides[0]) {
+        if names_value(sides[0], sides[1]) {
             return build_at(sides[1], depth + 1);
         }
         return Ans::Equation(Box::new(build_at(sides[0], depth + 1)), Box::new(build_at(sides[1], depth + 1)));
     }
     // `x = 3 + 3 = 6`: working shown after the name; the last side is the answer.
-    if sides.len() > 2 && is_label(sides[0]) {
-        if let Some(last) = sides.last().filter(|l| !l.trim().is_empty()) {
+    if let (true, Some(last)) = (sides.len() > 2, sides.last()) {
+        if !last.trim().is_empty() && names_value(sides[0], last) {
             return build_at(last, depth + 1);
         }
     }
@@ -295,7 +295,7 @@ fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
         .map(|p| {
             let us = units(p);
             let sides = split_top(p, &us, "=");
-            (sides.len() == 2 && is_label(sides[0])).then(|| (sides[0].trim(), sides[1]))
+            (sides.len() == 2 && names_value(sides[0], sides[1])).then(|| (sides[0].trim(), sides[1]))
         })
         .collect();
     let mut names: Vec<&str> = labelled.iter().flatten().map(|(n, _)| *n).collect();

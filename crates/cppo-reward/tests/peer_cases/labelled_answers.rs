@@ -1,4 +1,4 @@
-//! `left side = value`: a name on the left (not only one variable) labels the value, and a chain
+//! `left side = value`: a name on the left (not only one variable) labels a constant value, and a chain
 //! `x = 3 + 3 = 6` is graded by its last right-hand side. A left side that is an expression to solve
 //! (`2x + z = 1`) or a number (`7 = 11a + c`) is an equation, not a label.
 
@@ -34,6 +34,9 @@ fn left_sides_that_name_the_value() {
         Differ("2x = 6", "6"),
         Differ("1 + x = 3 + 3 = 6", "6"),
         Differ(r"x \approx 11", "12"),
+        // A name other than a variable labels only a constant: `x^2 = 4y` is a parabola, not `4y`.
+        Differ("x^2 = 4y", "4y"),
+        Same("x^2 = 4y", r"y = \frac{x^2}{4}"),
     ];
     check("labelled answers and chains", &cases);
 }
