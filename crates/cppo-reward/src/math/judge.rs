@@ -38,7 +38,7 @@ pub enum Judgement<'a> {
     TooLong(usize),
     NoGold,
     NoAnswer { gold: &'a str },
-    /// Every comparison made, in order; the last one decides (the first that found equality, if any).
+    /// Every comparison made, in order, up to the first that found equality (if any).
     Compared { source: Source, tried: Vec<Compared<'a>> },
 }
 

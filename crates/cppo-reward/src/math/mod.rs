@@ -7,8 +7,12 @@
 //! 1. the last complete `\boxed{...}` / `\fbox{...}` / `\boxed X` anywhere in the completion;
 //! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else its last `$...$`,
 //!    else the whole content;
-//! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its line);
+//! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its
+//!    sentence);
 //! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
+//!
+//! A completion or reference that ends with several boxes joined by `and`, `or` or commas is also read
+//! as all of them together ([`mod@judge`]).
 //!
 //! Equivalence: identical after [`normalize()`], else equivalent in structure ([`structure`]) with
 //! values compared numerically ([`eval`], tolerances in [`value`]), else the same equation up to a
