@@ -6,13 +6,17 @@
 //! The model's answer, from the first of these sources that holds a number:
 //! 1. the last complete `<answer>...</answer>`;
 //! 2. the last `\boxed{...}`;
-//! 3. a trailing `#### N`: the first number after the last `####`;
-//! 4. the last number anywhere in the completion.
+//! 3. a trailing `#### N`: the rest of that line read as one answer (see below), else the first number
+//!    after the last `####`;
+//! 4. the last "answer is" / "answer:" phrase (the Minerva template "The final answer is 120. I hope it
+//!    is correct."): the rest of its sentence, read as one answer;
+//! 5. the last number anywhere in the completion. Digits inside a word (`AZYUK2A`, `H2O`) are no
+//!    number; `,\!` and non-breaking or thin spaces separate thousands (`1,\! 250`, `2 500`).
 //!
 //! The content of an answer tag or a box *is* the answer, so it must state one number
 //! ([`read_answer`]): only the part after its last `=` counts (`9 * 2 = 18` is 18); words, `$`, `%`,
 //! `\text{...}` units, unit words and LaTeX spacing are ignored (`The answer is $18.` and
-//! `18 \text{ eggs}` are 18); thousands separators join (`1{,}000`); a fraction is one number
+//! `18 \text{ eggs}` are 18); thousands separators join (`1{,}000`, `1 000`); a fraction is one number
 //! (`\frac{1}{2}`, `\dfrac`, `\tfrac`, `1/2` are 0.5; `\frac{1}{3}` has no decimal and equals no gold).
 //! Content that holds several numbers (`18 - 3`, `3 bags of 6 make 18`), or a `\frac` / `\sqrt` that is
 //! not a plain number, is not a single answer: the completion is graded incorrect, with no answer
@@ -22,8 +26,8 @@
 use cppo_core::Problem;
 
 use crate::limits::MAX_COMPLETION_BYTES;
-use crate::number::{first_number, last_number, parse_number, read_answer, Decimal, Reading, Value};
-use crate::scan::{last_boxed, last_tag_content};
+use crate::number::{first_number, join_digit_groups, last_number, parse_number, read_answer, Decimal, Reading, Value};
+use crate::scan::{after_answer_phrase, last_boxed, last_tag_content};
 use crate::{clip, Reward, Score};
 
 /// The gold answer of a GSM8K reference.
@@ -49,6 +53,7 @@ pub enum Source {
     AnswerTag,
     Boxed,
     Hashes,
+    AnswerPhrase,
     LastNumber,
 }
 
@@ -58,6 +63,7 @@ impl Source {
             Source::AnswerTag => "<answer>",
             Source::Boxed => "\\boxed{}",
             Source::Hashes => "####",
+            Source::AnswerPhrase => "\"answer is\"",
             Source::LastNumber => "the last number",
         }
     }
@@ -105,17 +111,28 @@ pub fn extract(completion: &str) -> Extraction {
             Reading::NoNumber => {}
         }
     }
-    // LaTeX thousands separators (`1{,}000`, `1,\!000`) read as plain commas.
+    // LaTeX thousands separators (`1{,}000`, `1,\!000`, `1,\! 000`) and wide spaces between digit groups.
+    let joined = join_digit_groups(completion, false);
     let cleaned;
-    let completion = if completion.contains("{,}") || completion.contains(",\\!") {
-        cleaned = completion.replace("{,}", ",").replace(",\\!", ",");
+    let completion = if joined.contains("{,}") || joined.contains(",\\!") {
+        cleaned = joined.replace("{,}", ",").replace(",\\!", ",");
         cleaned.as_str()
     } else {
-        completion
+        joined.as_ref()
     };
     if let Some(p) = completion.rfind("####") {
-        if let Some(d) = first_number(&completion[p + 4..]) {
+        let rest = &completion[p + 4..];
+        let line = rest.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        if let Reading::One(v) = read_answer(line) {
+            return Extraction::Number(v, Source::Hashes);
+        }
+        if let Some(d) = first_number(rest) {
             return Extraction::Number(Value::Finite(d), Source::Hashes);
+        }
+    }
+    if let Some(span) = after_answer_phrase(completion) {
+        if let Reading::One(v) = read_answer(span) {
+            return Extraction::Number(v, Source::AnswerPhrase);
         }
     }
     match last_number(completion) {

@@ -8,6 +8,7 @@ mod error;
 pub mod factory;
 pub mod format;
 pub mod grade;
+mod grade_line;
 pub mod gsm8k;
 pub mod limits;
 pub mod math;

@@ -3,6 +3,7 @@
 //! Numbers are kept as exact decimal digit strings, so `1000` = `1,000` = `1000.0` and no float rounding
 //! can make two different answers equal.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::math::value::gcd;
@@ -103,13 +104,18 @@ fn scan_number(b: &[u8], start: usize) -> Option<(Decimal, usize)> {
 }
 
 /// Every number in running text, in order. A `-` is a sign only where it cannot be a binary minus (not
-/// after a letter, digit or closing bracket), so `10-5` holds 10 and 5, while `is -5` holds -5.
+/// after a letter, digit or closing bracket), so `10-5` holds 10 and 5, while `is -5` holds -5. Digits
+/// inside a word (`AZYUK2A`, `H2O`) are no number.
 pub fn numbers_in(text: &str) -> Vec<Decimal> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
         let starts = b[i].is_ascii_digit() || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit));
+        if starts && inside_word(b, i) {
+            i = skip_word_digits(b, i);
+            continue;
+        }
         // A digit run glued to a preceding digit is never a fresh start (we resume after a number).
         if starts {
             if let Some((mut d, end)) = scan_number(b, i) {
@@ -124,6 +130,94 @@ pub fn numbers_in(text: &str) -> Vec<Decimal> {
         i += 1;
     }
     out
+}
+
+/// Whether the digit (or decimal point) at byte `i` continues a word: a letter touches it on the left
+/// (`AZYUK2A`, `H2O`, `B12`), and that letter does not end a LaTeX command (`\approx18` is 18). A number
+/// followed by letters (`5th`, `18km`) is still a number.
+fn inside_word(b: &[u8], i: usize) -> bool {
+    if i == 0 || !b[i - 1].is_ascii_alphabetic() {
+        return false;
+    }
+    let mut j = i - 1;
+    while j > 0 && b[j - 1].is_ascii_alphabetic() {
+        j -= 1;
+    }
+    !(j > 0 && b[j - 1] == b'\\')
+}
+
+/// Past the digits (and decimal points) of a word's digit run starting at `i`.
+fn skip_word_digits(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+        i += 1;
+    }
+    i
+}
+
+/// Joins digit groups whose separator is not a plain comma: `1,\! 000` (`,\!` and spaces, as MATH
+/// writes thousands), a non-breaking or thin space (`2 500`), and, when `plain_spaces`, an ordinary
+/// space (`1 000`: only inside an answer span, since in running text `2 100-dollar bills` are two
+/// numbers). A group is exactly three digits after a first group of one to three, so `1 00` and
+/// `12 3456` are left apart. Linear; borrows when there is nothing to join.
+pub fn join_digit_groups(text: &str, plain_spaces: bool) -> Cow<'_, str> {
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        let fresh = b[i].is_ascii_digit() && (i == 0 || !(b[i - 1].is_ascii_digit() || b[i - 1] == b'.' || b[i - 1] == b','));
+        if !fresh {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end < b.len() && b[end].is_ascii_digit() {
+            end += 1;
+        }
+        let mut groups = Vec::new();
+        let mut k = end;
+        if end - i <= 3 {
+            while let Some(g) = separator_end(b, k, plain_spaces) {
+                let three = b.get(g..g + 3).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+                if !three || b.get(g + 3).is_some_and(u8::is_ascii_digit) {
+                    break;
+                }
+                groups.push(g..g + 3);
+                k = g + 3;
+            }
+        }
+        if groups.is_empty() {
+            i = end;
+            continue;
+        }
+        let o = out.get_or_insert_with(|| String::with_capacity(text.len()));
+        o.push_str(&text[copied..end]);
+        for g in groups {
+            o.push_str(&text[g]);
+        }
+        copied = k;
+        i = k;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut o) => {
+            o.push_str(&text[copied..]);
+            Cow::Owned(o)
+        }
+    }
+}
+
+/// Where a digit-group separator starting at `k` ends (see [`join_digit_groups`]).
+fn separator_end(b: &[u8], k: usize, plain_spaces: bool) -> Option<usize> {
+    const WIDE: [&[u8]; 3] = ["\u{a0}".as_bytes(), "\u{2009}".as_bytes(), "\u{202f}".as_bytes()];
+    let rest = b.get(k..)?;
+    if rest.starts_with(b",\\!") {
+        return Some(k + 3 + rest[3..].iter().take_while(|&&c| c == b' ').count());
+    }
+    if plain_spaces && rest.first() == Some(&b' ') {
+        return Some(k + 1);
+    }
+    WIDE.iter().find(|w| rest.starts_with(w)).map(|w| k + w.len())
 }
 
 /// Whether the number starting at byte `i` carries a minus sign written just before it (`-5`, `$-5`,
@@ -237,11 +331,13 @@ const MAX_FRAC_ARG: usize = 64;
 /// Reads an answer span as one number (see [`Reading`]). Only the part after the last `=` counts
 /// (`3 \times 6 = 18`). Decoration is ignored: words (`18 apples`, `The answer is 18.`), `$`, `\$`, `%`,
 /// `\%`, `\text{...}` and other commands, braces, `\!`, `\,` and spaces, unit exponents (`\text{m}^2`,
-/// `ft^{2}`). Thousands separators join groups (`1,000`, `1{,}000`, `1,\!000`, `1\,000`). A fraction is
+/// `ft^{2}`), digits inside words (`C4`). Thousands separators join groups (`1,000`, `1{,}000`,
+/// `1,\!000`, `1,\! 000`, `1\,000`, `1 000`). A fraction is
 /// one number: `\frac{a}{b}`, `\dfrac`, `\tfrac`, `\frac12`, `a/b`, `a / b`, each part a plain number. A
 /// minus is a sign where it cannot be a binary minus (as in [`numbers_in`]).
 pub fn read_answer(span: &str) -> Reading {
     let span = span.rfind('=').map_or(span, |p| &span[p + 1..]);
+    let span = join_digit_groups(span, true);
     let cleaned = span.replace("{,}", ",").replace(",\\!", ",").replace("\\,", ",").replace("\\!", "").replace("\\$", "$");
     let text = cleaned.as_str();
     let b = text.as_bytes();
@@ -269,6 +365,10 @@ pub fn read_answer(span: &str) -> Reading {
             i = skip_exponent(b, i + 1);
             continue;
         } else if b[i].is_ascii_digit() || (b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            if inside_word(b, i) {
+                i = skip_word_digits(b, i);
+                continue;
+            }
             let Some((d, end)) = scan_number(b, i) else { return Reading::NotSingle };
             let negative = sign_before(text, i);
             let (v, end) = match slash_denominator(b, end) {
@@ -423,5 +523,18 @@ mod tests {
         assert_eq!(first_number("#### 1,000\n").unwrap().to_string(), "1000");
         assert!(last_number("no digits").is_none());
         assert_eq!(numbers_in("x-2").iter().map(|d| d.to_string()).collect::<Vec<_>>(), ["2"]);
+        let words: Vec<String> = numbers_in("AZYUK2A H2O 5th 18km \\approx18 x2.5").iter().map(|d| d.to_string()).collect();
+        assert_eq!(words, ["5", "18", "18"]);
+    }
+
+    #[test]
+    fn digit_groups_with_other_separators() {
+        let j = |s: &str, spaces: bool| join_digit_groups(s, spaces).into_owned();
+        assert_eq!(j(r"11,\! 111,\! 100 and 1,\!000", false), "11111100 and 1000");
+        assert_eq!(j("2\u{202f}500 or 3\u{a0}000\u{a0}000", false), "2500 or 3000000");
+        assert_eq!(j("1 000 and 2 100-dollar bills", false), "1 000 and 2 100-dollar bills");
+        assert_eq!(j("1 000.5 and 12 500", true), "1000.5 and 12500");
+        assert_eq!(j("1 00, 1234 567, 1 0000, 0.123 456", true), "1 00, 1234 567, 1 0000, 0.123 456");
+        assert!(matches!(join_digit_groups("no groups 12 34", true), Cow::Borrowed(_)));
     }
 }

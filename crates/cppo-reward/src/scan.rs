@@ -18,7 +18,14 @@ pub fn last_tag_content<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
 /// Empty boxes are ignored. "Last" means the box that starts last; in `\boxed{\boxed{5}}` that is the
 /// inner one, which has the same content that matters.
 pub fn last_boxed(text: &str) -> Option<&str> {
+    last_boxed_counting(text).0
+}
+
+/// [`last_boxed`], and how many box commands the text holds (complete or not), so that a caller can
+/// tell whether [`trailing_boxes`] could find several without scanning again.
+pub fn last_boxed_counting(text: &str) -> (Option<&str>, usize) {
     let bytes = text.as_bytes();
+    let mut commands = 0usize;
     let mut best: Option<(usize, usize, usize)> = None; // (start of command, content start, content end)
     // Open braces not yet closed: (position, start of the box command it opens, if it opens one).
     let mut stack: Vec<(usize, Option<usize>)> = Vec::new();
@@ -33,6 +40,7 @@ pub fn last_boxed(text: &str) -> Option<&str> {
                 }
                 let name = &text[name_start..j];
                 if name == "boxed" || name == "fbox" {
+                    commands += 1;
                     let mut k = j;
                     while k < bytes.len() && (bytes[k] == b' ' || bytes[k] == b'\t') {
                         k += 1;
@@ -77,7 +85,133 @@ pub fn last_boxed(text: &str) -> Option<&str> {
             _ => i += 1,
         }
     }
-    best.map(|(_, s, e)| text[s..e].trim())
+    (best.map(|(_, s, e)| text[s..e].trim()), commands)
+}
+
+/// Longest text between two boxes that can still join them into one answer.
+const MAX_CONNECTOR_BYTES: usize = 80;
+
+/// The boxes that end the text together, in order, when there are several: the last box and the boxes
+/// before it that only connecting text separates from it (`\boxed{-2} and \boxed{1}`,
+/// `$x = \boxed{3}$ or $x = \boxed{-5}$`, `\boxed{1}\boxed{2}`). Connecting text is punctuation
+/// (`,` `;`), `and`, `or`, math delimiters, spacing, `\text{}` around those, and a short name with `=`
+/// right before a box. Prose between two boxes (`First \boxed{3}. Then \boxed{4}`) separates them.
+/// Boxes inside other boxes are not counted. Empty when fewer than two boxes end the text together, or
+/// when more than `max_boxes` do or their contents exceed `max_bytes` in all.
+pub fn trailing_boxes(text: &str, max_boxes: usize, max_bytes: usize) -> Vec<&str> {
+    // Most texts hold one box: a substring search rules them out without the full scan.
+    let commands = text.matches("\\boxed").take(2).count() + text.matches("\\fbox").take(2).count();
+    if commands < 2 {
+        return Vec::new();
+    }
+    let boxes = outer_boxes(text);
+    let Some(&(mut start, s, e)) = boxes.last() else { return Vec::new() };
+    let mut group = vec![text[s..e].trim()];
+    let mut bytes = e - s;
+    for &(cmd, s, e) in boxes.iter().rev().skip(1) {
+        // `e` is where the content ends; a braced box's closing brace follows it.
+        let close = if text[e..].starts_with('}') { e + 1 } else { e };
+        if close > start || !connects(&text[close..start]) {
+            break;
+        }
+        bytes += e - s;
+        if group.len() == max_boxes || bytes > max_bytes {
+            return Vec::new();
+        }
+        group.push(text[s..e].trim());
+        start = cmd;
+    }
+    if group.len() < 2 {
+        return Vec::new();
+    }
+    group.reverse();
+    group
+}
+
+/// Every complete, non-empty box that is not inside another box, in order: (command start, content
+/// start, content end). One pass, like [`last_boxed`].
+fn outer_boxes(text: &str) -> Vec<(usize, usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    // Open braces not yet closed: (position, start of the box command it opens, if it opens one).
+    let mut stack: Vec<(usize, Option<usize>)> = Vec::new();
+    let mut open_boxes = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                let name_start = i + 1;
+                let mut j = name_start;
+                while j < bytes.len() && bytes[j].is_ascii_alphabetic() {
+                    j += 1;
+                }
+                let name = &text[name_start..j];
+                if name == "boxed" || name == "fbox" {
+                    let mut k = j;
+                    while k < bytes.len() && (bytes[k] == b' ' || bytes[k] == b'\t') {
+                        k += 1;
+                    }
+                    if k < bytes.len() && bytes[k] == b'{' {
+                        stack.push((k, Some(i)));
+                        open_boxes += 1;
+                        i = k + 1;
+                        continue;
+                    }
+                    if k > j {
+                        let mut e = k;
+                        while e < bytes.len() && !bytes[e].is_ascii_whitespace() && bytes[e] != b'$' {
+                            e += 1;
+                        }
+                        let content = text[k..e].trim_end_matches(['.', ',']);
+                        if !content.is_empty() && open_boxes == 0 {
+                            found.push((i, k, k + content.len()));
+                        }
+                        i = e;
+                        continue;
+                    }
+                    i = j;
+                    continue;
+                }
+                i = if j == name_start { name_start + 1 } else { j };
+            }
+            b'{' => {
+                stack.push((i, None));
+                i += 1;
+            }
+            b'}' => {
+                if let Some((open, Some(cmd))) = stack.pop() {
+                    open_boxes -= 1;
+                    if open_boxes == 0 && !text[open + 1..i].trim().is_empty() {
+                        found.push((cmd, open + 1, i));
+                    }
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    found
+}
+
+/// Whether the text between two boxes only joins them (see [`trailing_boxes`]).
+fn connects(between: &str) -> bool {
+    if between.len() > MAX_CONNECTOR_BYTES {
+        return false;
+    }
+    let mut t = between.to_string();
+    for filler in [r"\qquad", r"\quad", r"\textnormal{", r"\text{", r"\mbox{", r"\[", r"\]", r"\(", r"\)", r"\,", r"\;", r"\ ", r"\\", "$", "~", "{", "}", "&"] {
+        t = t.replace(filler, " ");
+    }
+    // `$, $y = \boxed{7}`: a name right before the next box.
+    if let Some(eq) = t.rfind('=') {
+        let before = t[..eq].trim_end();
+        let name_len = before.bytes().rev().take_while(|c| c.is_ascii_alphanumeric() || b"_^()'".contains(c)).count();
+        if name_len == 0 || !t[eq + 1..].trim().is_empty() {
+            return false;
+        }
+        t.truncate(before.len() - name_len);
+    }
+    t.split(|c: char| c.is_whitespace() || c == ',' || c == ';').all(|w| matches!(w, "" | "and" | "or"))
 }
 
 /// A math span delimited by `$...$`, `$$...$$`, `\(...\)` or `\[...\]`: the content of the last one.
@@ -151,7 +285,8 @@ fn last_span(text: &str, span: Option<(usize, usize)>) -> Option<&str> {
 }
 
 /// What follows the last "answer is" / "answer:" (any case): the math span that starts right there, or
-/// else the rest of that line without a final full stop.
+/// else the rest of that sentence: up to the end of the line or a full stop followed by a space ("The
+/// final answer is 120. I hope it is correct." gives `120`), without Markdown emphasis (`**42**`).
 pub fn after_answer_phrase(text: &str) -> Option<&str> {
     let lower = text.to_ascii_lowercase();
     let mut best: Option<usize> = None;
@@ -163,7 +298,7 @@ pub fn after_answer_phrase(text: &str) -> Option<&str> {
             }
         }
     }
-    let rest = text[best?..].trim_start_matches([' ', '\t', ':']);
+    let rest = text[best?..].trim_start_matches([' ', '\t', ':', '*']);
     if rest.starts_with('$') || rest.starts_with("\\(") || rest.starts_with("\\[") {
         // The first span of the rest is the answer; find it by scanning only up to the end of that span.
         let line_end = first_span_end(rest);
@@ -171,9 +306,30 @@ pub fn after_answer_phrase(text: &str) -> Option<&str> {
             return Some(inner);
         }
     }
-    let line = rest.lines().next().unwrap_or("").trim();
+    let line = rest.lines().next().unwrap_or("");
+    let line = line[..sentence_end(line)].trim().trim_matches('*').trim();
     let line = line.trim_end_matches('.').trim();
     (!line.is_empty()).then_some(line)
+}
+
+/// Where the first sentence of `line` ends: at a full stop followed by whitespace, outside `$...$` and
+/// braces (a decimal point is followed by a digit, so `3.5` goes on); else the whole line.
+fn sentence_end(line: &str) -> usize {
+    let b = line.as_bytes();
+    let (mut depth, mut in_math) = (0usize, false);
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'{' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            b'$' => in_math = !in_math,
+            b'.' if depth == 0 && !in_math && b.get(i + 1).is_some_and(u8::is_ascii_whitespace) => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// Where the first math span of `s` (which starts with a delimiter) ends, or `s.len()`.
@@ -228,6 +384,24 @@ mod tests {
     }
 
     #[test]
+    fn boxes_that_end_the_text_together() {
+        fn group(s: &str) -> Vec<&str> {
+            trailing_boxes(s, 16, 4096)
+        }
+        assert_eq!(group(r"The integers are \boxed{-2} and \boxed{1}."), ["-2", "1"]);
+        assert_eq!(group(r"$\boxed{1}\boxed{2}$"), ["1", "2"]);
+        assert_eq!(group(r"so $x = \boxed{3}$ or $x = \boxed{-5}$."), ["3", "-5"]);
+        assert_eq!(group(r"$a = \boxed{2}$, $b = \boxed{7}$, \text{and} $c = \boxed 9$"), ["2", "7", "9"]);
+        assert_eq!(group(r"\boxed{1} \boxed{2} \boxed{3}").len(), 3);
+        assert!(group(r"First \boxed{3}. Then we check it: \boxed{4}").is_empty());
+        assert!(group(r"\boxed{5}").is_empty());
+        assert!(group(r"\boxed{\boxed{5}}").is_empty());
+        assert!(group(r"\boxed{3} x = 2 \boxed{4}").is_empty());
+        assert!(trailing_boxes(r"\boxed{1} \boxed{2} \boxed{3}", 2, 4096).is_empty());
+        assert!(trailing_boxes(r"\boxed{1} \boxed{2}", 4, 1).is_empty());
+    }
+
+    #[test]
     fn inline_math_spans() {
         assert_eq!(last_inline_math(r"we get $x=1$ and so $\frac12$."), Some(r"\frac12"));
         assert_eq!(last_inline_math(r"costs \$5 so \(y\)"), Some("y"));
@@ -242,5 +416,10 @@ mod tests {
         assert_eq!(after_answer_phrase("The final answer is 18.\nThanks"), Some("18"));
         assert_eq!(after_answer_phrase("Answer: (B)"), Some("(B)"));
         assert_eq!(after_answer_phrase("nothing here"), None);
+        assert_eq!(after_answer_phrase("Final Answer: The final answer is 120. I hope it is correct."), Some("120"));
+        assert_eq!(after_answer_phrase("The answer is 3.5. Done."), Some("3.5"));
+        assert_eq!(after_answer_phrase("**Answer:** 42"), Some("42"));
+        assert_eq!(after_answer_phrase("The final answer is: **17**"), Some("17"));
+        assert_eq!(after_answer_phrase(r"The answer is \text{5 p. m. } then"), Some(r"\text{5 p. m. } then"));
     }
 }

@@ -160,6 +160,35 @@ fn megabyte_strings_are_handled_linearly() {
     });
 }
 
+/// The readings added for issue 17 (several boxes, relations, chains, spaced thousands, answer
+/// sentences, digits in words) on megabyte input: linear, and within the caps (measured in the test
+/// build: at most 0.6 s per case, the `1,\! ` run).
+#[test]
+fn new_readings_stay_linear_on_megabyte_input() {
+    let cases = [
+        "\\boxed{1} and ".repeat(MB / 14),
+        format!("{}\\boxed{{2}}", "\\boxed{1}, ".repeat(MB / 12)),
+        "x<".repeat(MB / 2),
+        format!("\\boxed{{{}}}", "x\\le ".repeat(MB / 6)),
+        format!("\\boxed{{{}1}}", "x=".repeat(MB / 2)),
+        format!("\\boxed{{{}}}", "1 ".repeat(MB / 2)),
+        format!("<answer>{}</answer>", "1 000 ".repeat(MB / 6)),
+        "1,\\! ".repeat(MB / 5),
+        format!("The answer is {}", "1. ".repeat(MB / 3)),
+        format!("the answer is {}", "A1".repeat(MB / 2)),
+        format!("#### {}", "1\u{202f}000".repeat(MB / 8)),
+        format!("{}\\boxed{{1}}", " and $x = \\boxed{1}$".repeat(MB / 22)),
+    ];
+    for c in cases {
+        within_bound(&label(&c), move || {
+            grade_everything(&c, &c);
+            grade_everything(&c, "#### 18");
+            grade_everything(&c, "\\boxed{1} and \\boxed{2}");
+            let _ = math::explain(&c, "1, 2");
+        });
+    }
+}
+
 /// The bound itself: a case that outlives it fails the test, and a case's own panic is not hidden.
 #[test]
 fn the_wall_clock_bound_fails_slow_cases() {

@@ -97,6 +97,9 @@ enum Command {
         /// JSON lines to grade; standard input when absent.
         #[arg(long)]
         input: Option<PathBuf>,
+        /// Add "explain" to each line: the normalised forms compared and why they were judged (un)equal.
+        #[arg(long)]
+        explain: bool,
     },
 }
 
@@ -296,7 +299,7 @@ fn main() -> anyhow::Result<()> {
             cppo_model::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
             eprintln!("wrote {}", out.display());
         }
-        Command::Grade { task, input } => {
+        Command::Grade { task, input, explain } => {
             let mut reader: Box<dyn BufRead> = match &input {
                 Some(path) => Box::new(BufReader::new(
                     std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
@@ -305,7 +308,7 @@ fn main() -> anyhow::Result<()> {
             };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            let summary = cppo_reward::grade::run(task, &mut reader, &mut out)?;
+            let summary = cppo_reward::grade::run_with(task, cppo_reward::grade::Options { explain }, &mut reader, &mut out)?;
             out.flush()?;
             eprintln!("{summary}");
         }

@@ -141,6 +141,55 @@ pub fn equivalent(a: &Expr, b: &Expr, budget: &mut Budget) -> Option<bool> {
     None
 }
 
+/// `Some(true)` when `a = c b` for a constant `c != 0` at [`POINTS`] points where either is non-zero
+/// (the zero sets of `a` and `b` are then the same: the equations `a = 0` and `b = 0` agree);
+/// `Some(false)` when some point shows otherwise; `None` when it cannot be decided. Both must use the
+/// same variables, at least one.
+pub fn proportional(a: &Expr, b: &Expr, budget: &mut Budget) -> Option<bool> {
+    let mut names: Vec<&String> = a.vars.iter().collect();
+    names.sort();
+    let mut other: Vec<&String> = b.vars.iter().collect();
+    other.sort();
+    if names != other || names.is_empty() {
+        return Some(false);
+    }
+    let zero = Value::int(0);
+    let mut points = Points(0x00C0_FFEE);
+    let mut factor: Option<Value> = None;
+    let mut agreed = 0;
+    for attempt in 0..ATTEMPTS {
+        let signed = attempt % 2 == 1;
+        let values: Vec<(&String, Value)> = names.iter().map(|n| (*n, points.value(signed))).collect();
+        let lookup = |e: &Expr| -> Vec<Value> {
+            e.vars.iter().map(|v| values.iter().find(|(n, _)| *n == v).map_or(zero, |p| p.1)).collect()
+        };
+        match (evaluate(a, &lookup(a), budget), evaluate(b, &lookup(b), budget)) {
+            (Ok(x), Ok(y)) => {
+                let (x_zero, y_zero) = (same(x, zero), same(y, zero));
+                if x_zero && y_zero {
+                    continue;
+                }
+                if x_zero != y_zero {
+                    return Some(false);
+                }
+                let c = x.over(y).ok()?;
+                match factor {
+                    Some(f) if !same(f, c) => return Some(false),
+                    Some(_) => {}
+                    None => factor = Some(c),
+                }
+                agreed += 1;
+                if agreed == POINTS {
+                    return Some(true);
+                }
+            }
+            (Err(EvalError::Budget), _) | (_, Err(EvalError::Budget)) => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

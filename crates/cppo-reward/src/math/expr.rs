@@ -193,7 +193,7 @@ fn lex(s: &str) -> Result<Vec<Tok>, ParseError> {
     Ok(toks)
 }
 
-const GREEK: &[&str] = &[
+pub(crate) const GREEK: &[&str] = &[
     "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta", "iota", "kappa",
     "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "upsilon", "phi", "varphi", "chi", "psi", "omega", "Gamma",
     "Delta", "Theta", "Lambda", "Xi", "Sigma", "Phi", "Psi", "Omega",

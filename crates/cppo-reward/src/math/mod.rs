@@ -7,27 +7,39 @@
 //! 1. the last complete `\boxed{...}` / `\fbox{...}` / `\boxed X` anywhere in the completion;
 //! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else its last `$...$`,
 //!    else the whole content;
-//! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its line);
+//! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its
+//!    sentence);
 //! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
 //!
+//! A completion or reference that ends with several boxes joined by `and`, `or` or commas is also read
+//! as all of them together ([`mod@judge`]).
+//!
 //! Equivalence: identical after [`normalize()`], else equivalent in structure ([`structure`]) with
-//! values compared numerically ([`eval`], tolerances in [`value`]).
+//! values compared numerically ([`eval`], tolerances in [`value`]), else the same equation up to a
+//! non-zero factor ([`equation`]).
 
 mod budget;
+pub mod equation;
 pub mod eval;
 pub mod expr;
+pub mod judge;
+pub mod label;
 pub mod latex;
 pub mod normalize;
+pub mod relation;
 pub mod structure;
 pub mod value;
 
 use cppo_core::Problem;
 
 pub use budget::Budget;
+pub use judge::explain;
 pub use normalize::normalize;
 
-use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, STEP_BUDGET};
-use crate::scan::{after_answer_phrase, last_boxed, last_inline_math, last_tag_content};
+use judge::{judge, Judgement};
+
+use crate::limits::{MAX_ANSWER_BYTES, STEP_BUDGET};
+use crate::scan::{after_answer_phrase, last_boxed_counting, last_inline_math, last_tag_content};
 use crate::{clip, Reward, Score};
 
 /// Where in the completion the answer was found.
@@ -53,18 +65,24 @@ impl Source {
 /// Reads the gold answer from a reference (see the module docs). `None` for an empty reference, and
 /// for one whose only boxes are empty (`\boxed{}`: two MATH train solutions lost their answer so).
 pub fn gold_answer(reference: &str) -> Option<&str> {
-    if let Some(b) = last_boxed(reference) {
-        return Some(b);
+    gold_answer_counting(reference).0
+}
+
+/// [`gold_answer`], and how many box commands the reference holds.
+pub(crate) fn gold_answer_counting(reference: &str) -> (Option<&str>, usize) {
+    let (boxed, boxes) = last_boxed_counting(reference);
+    if boxed.is_some() {
+        return (boxed, boxes);
     }
     if has_empty_box(reference) {
-        return None;
+        return (None, boxes);
     }
     let tail = match reference.rfind("####") {
         Some(p) => &reference[p + 4..],
         None => reference,
     };
     let tail = tail.trim();
-    (!tail.is_empty()).then_some(tail)
+    ((!tail.is_empty()).then_some(tail), boxes)
 }
 
 fn has_empty_box(text: &str) -> bool {
@@ -75,19 +93,25 @@ fn has_empty_box(text: &str) -> bool {
 
 /// The model's answer and where it came from (see the module docs for the order).
 pub fn extract_answer(completion: &str) -> Option<(&str, Source)> {
-    if let Some(b) = last_boxed(completion) {
-        return Some((b, Source::Boxed));
+    extract_answer_counting(completion).map(|(a, source, _)| (a, source))
+}
+
+/// [`extract_answer`], and how many box commands the completion holds when the answer is a box.
+pub(crate) fn extract_answer_counting(completion: &str) -> Option<(&str, Source, usize)> {
+    let (boxed, boxes) = last_boxed_counting(completion);
+    if let Some(b) = boxed {
+        return Some((b, Source::Boxed, boxes));
     }
     if let Some(content) = last_tag_content(completion, "answer") {
         let inner = after_answer_phrase(content).or_else(|| last_inline_math(content)).unwrap_or(content.trim());
         if !inner.is_empty() {
-            return Some((inner, Source::AnswerTag));
+            return Some((inner, Source::AnswerTag, 0));
         }
     }
     if let Some(a) = after_answer_phrase(completion) {
-        return Some((a, Source::AnswerPhrase));
+        return Some((a, Source::AnswerPhrase, 0));
     }
-    last_inline_math(completion).map(|m| (m, Source::InlineMath))
+    last_inline_math(completion).map(|m| (m, Source::InlineMath, 0))
 }
 
 /// How a comparison reached its verdict.
@@ -139,27 +163,37 @@ pub fn compare(a: &str, b: &str) -> Verdict {
 
 /// [`compare`] with a work budget other than [`STEP_BUDGET`].
 pub fn compare_with_budget(a: &str, b: &str, steps: u64) -> Verdict {
+    compare_forms(a, b, steps).0
+}
+
+/// [`compare_with_budget`], and `a` normalised when it could be (a grade shows it; normalising twice
+/// costs as much as the rest of a typical comparison).
+pub(crate) fn compare_forms(a: &str, b: &str, steps: u64) -> (Verdict, Option<String>) {
     let (a, b) = (a.trim(), b.trim());
     if a.len() > MAX_ANSWER_BYTES || b.len() > MAX_ANSWER_BYTES {
-        return Verdict { equal: a == b, how: How::TooLong, steps: 0 };
+        return (Verdict { equal: a == b, how: How::TooLong, steps: 0 }, None);
     }
     let (na, nb) = match (normalize(a), normalize(b)) {
         (Ok(x), Ok(y)) => (x, y),
-        _ => return Verdict { equal: a == b, how: How::Malformed, steps: 0 },
+        (x, _) => return (Verdict { equal: a == b, how: How::Malformed, steps: 0 }, x.ok()),
     };
     if na == nb {
-        return Verdict { equal: true, how: How::Identical, steps: 0 };
+        return (Verdict { equal: true, how: How::Identical, steps: 0 }, Some(na));
     }
     let (sa, sb) = (structure::build(&na), structure::build(&nb));
     let mut budget = Budget::new(steps);
-    let equal = structure::equivalent(&sa, &sb, &mut budget);
+    let mut equal = structure::equivalent(&sa, &sb, &mut budget);
+    if !equal && !budget.exhausted && equation::same_equation(&na, &nb, &mut budget) {
+        equal = true;
+        budget.numeric = true;
+    }
     let how = match (equal, budget.numeric, budget.exhausted) {
         (true, true, _) => How::Numeric,
         (true, false, _) => How::Structural,
         (false, _, true) => How::BudgetExhausted,
         (false, _, false) => How::Different,
     };
-    Verdict { equal, how, steps: budget.used() }
+    (Verdict { equal, how, steps: budget.used() }, Some(na))
 }
 
 /// Whether two answers are mathematically equivalent.
@@ -169,20 +203,24 @@ pub fn is_equiv(a: &str, b: &str) -> bool {
 
 /// Grades one completion against a reference; the verdict of [`MathReward`].
 pub fn grade(completion: &str, reference: &str) -> Score {
-    if completion.len() > MAX_COMPLETION_BYTES {
-        return Score::accuracy(false, None, format!("completion too long ({} bytes)", completion.len()));
+    match judge(completion, reference) {
+        Judgement::TooLong(n) => Score::accuracy(false, None, format!("completion too long ({n} bytes)")),
+        Judgement::NoGold => Score::accuracy(false, None, "the reference has no answer".into()),
+        Judgement::NoAnswer { gold } => {
+            Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {}", clip(gold)))
+        }
+        Judgement::Compared { source, tried } => {
+            // The pair that matched, or else the plain reading of both (the first pair).
+            let Some(last) = tried.iter().find(|c| c.verdict.equal).or(tried.first()) else {
+                return Score::accuracy(false, None, "nothing compared".into());
+            };
+            let v = &last.verdict;
+            let verdict = if v.equal { "correct" } else { "wrong" };
+            let reason = format!("{verdict}: {} from {} vs gold {}: {}", clip(&last.answer), source.describe(), clip(&last.gold), v.how.describe());
+            let shown = last.answer_form.clone().unwrap_or_else(|| last.answer.to_string());
+            Score::accuracy(v.equal, Some(shown), reason)
+        }
     }
-    let Some(gold) = gold_answer(reference) else {
-        return Score::accuracy(false, None, "the reference has no answer".into());
-    };
-    let Some((answer, source)) = extract_answer(completion) else {
-        return Score::accuracy(false, None, format!("no answer found (no \\boxed{{}}, <answer>, \"answer is\" or $...$); gold {}", clip(gold)));
-    };
-    let v = compare(answer, gold);
-    let shown = if answer.len() <= MAX_ANSWER_BYTES { normalize(answer).unwrap_or_else(|_| answer.to_string()) } else { answer.to_string() };
-    let verdict = if v.equal { "correct" } else { "wrong" };
-    let reason = format!("{verdict}: {} from {} vs gold {}: {}", clip(answer), source.describe(), clip(gold), v.how.describe());
-    Score::accuracy(v.equal, Some(shown), reason)
 }
 
 /// Accuracy on MATH-style LaTeX answers: 1.0 when equivalent to the gold, else 0.0.

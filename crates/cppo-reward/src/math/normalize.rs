@@ -58,8 +58,9 @@ fn replace_unicode(s: &str) -> String {
             '\u{00b0}' => out.push_str("^\\circ "),
             '\u{221a}' => out.push_str("\\sqrt "),
             '\u{00d7}' | '\u{22c5}' | '\u{00b7}' => out.push_str("\\cdot "),
-            '\u{2264}' => out.push_str("\\le "),
-            '\u{2265}' => out.push_str("\\ge "),
+            '\u{2264}' | '\u{2a7d}' => out.push_str("\\le "),
+            '\u{2265}' | '\u{2a7e}' => out.push_str("\\ge "),
+            '\u{2260}' => out.push_str("\\ne "),
             '\u{222a}' => out.push_str("\\cup "),
             c => out.push(c),
         }
@@ -251,10 +252,13 @@ impl Writer {
             }
             Node::Sym(c) => {
                 if *c == '!' && self.out.ends_with(',') {
-                    // `1,\!000`: a comma tied to the next digit group separates thousands.
+                    // `1,\!000`: a comma tied to the next digit group separates thousands. A space may
+                    // follow the `\!` (`11,\! 111`): the `\!` alone already says the comma is no list
+                    // separator.
                     let before_digit = self.out[..self.out.len() - 1].ends_with(|d: char| d.is_ascii_digit());
                     let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
-                    let group_after = (1..=3).all(|k| digit_at(i + k)) && !digit_at(i + 4);
+                    let g = skip_spaces(nodes, i + 1);
+                    let group_after = (0..3).all(|k| digit_at(g + k)) && !digit_at(g + 3);
                     if before_digit && group_after {
                         self.out.pop();
                     }
@@ -283,6 +287,19 @@ impl Writer {
     }
 
     fn char_node(&mut self, nodes: &[Node], i: usize, c: char) -> usize {
+        // ASCII relations: `<=`, `>=`, and `!=` (the `!` touching the `=`, so `5! = 120` stays a factorial).
+        if nodes.get(i + 1) == Some(&Node::Char('=')) {
+            let relation = match c {
+                '<' => Some("le"),
+                '>' => Some("ge"),
+                '!' => Some("ne"),
+                _ => None,
+            };
+            if let Some(name) = relation {
+                self.cmd(name);
+                return i + 2;
+            }
+        }
         match c {
             '$' | '%' | '~' => i + 1,
             '^' | '_' => {
@@ -599,5 +616,17 @@ mod tests {
         assert_eq!(n(r"x^{2}"), "x^2");
         assert_eq!(n(r"20412_{5}"), "20412_5");
         assert_eq!(n(r"\left. x \right|"), "x|");
+    }
+
+    #[test]
+    fn relations_and_spaced_separators() {
+        assert_eq!(n("x <= 2"), r"x\le2");
+        assert_eq!(n("t>=0"), r"t\ge0");
+        assert_eq!(n("x != 3"), r"x\ne3");
+        assert_eq!(n("5! = 120"), "5!=120");
+        assert_eq!(n("a \u{2260} 0"), r"a\ne0");
+        assert_eq!(n("x \u{2a7d} 4"), r"x\le4");
+        assert_eq!(n(r"11,\! 111,\! 100"), "11111100");
+        assert_eq!(n(r"(1,\! 2)"), "(1,2)");
     }
 }

@@ -4,19 +4,28 @@
 //! - Tuples and intervals compare element-wise, and their brackets must match: `(1,2)` is not `[1,2]`.
 //! - Lists (`1, 2`), sets (`\{1,2\}`) and unions (`A \cup B`) are unordered; a list equals a set.
 //! - `\pm` in a list item or a whole answer makes two items: `1\pm\sqrt{2}` = `1+\sqrt{2}, 1-\sqrt{2}`.
-//! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped. In a list whose items
-//!   name different variables (`a=1, b=2`) the names are kept and matched.
+//! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped, and so is any other
+//!   left side that names a constant value ([`names_value`]: `|AB| = 1`, `(p,q) = (3,2)`, `A:B = 1:2`); a chain
+//!   `x = 3 + 3 = 6` whose first side is a name is its last side. In a list whose items name different
+//!   things (`a=1, b=2`, `AB=4, CD=5`) the names are kept and matched.
+//! - An inequality in one variable is the interval of its solutions ([`super::relation`]):
+//!   `-2 \le x \le 7` is `[-2,7]`; inequalities joined by `or` / `and` (a list) whose solution sets do
+//!   not overlap are their union.
 //! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions.
 //! - `a \approx b` is the answer `a` (when the other side writes an approximation too, both must agree);
-//!   `\approx b` alone is `b`. Items may also be separated by `;`.
+//!   `\approx b` alone, or after a name (`x \approx 11`), is `b`. Items may also be separated by `;`.
 //! - Values compare equal when their normalised text is identical, or else when both parse as
-//!   expressions that are numerically equivalent ([`super::eval`]).
+//!   expressions that are numerically equivalent ([`super::eval`]), or when one is a long decimal that
+//!   rounds the other ([`super::value::long_decimal`]).
 
 use crate::limits::{MAX_DEPTH, MAX_ITEMS};
 
 use super::budget::Budget;
 use super::eval;
 use super::expr::{self, Expr};
+use super::label::names_value;
+use super::relation;
+use super::value::{long_decimal, rounds_to};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ans {
@@ -33,7 +42,7 @@ pub enum Ans {
 }
 
 /// Splits a normalised string into units: `\name`, `\` plus one character, or one character.
-fn units(s: &str) -> Vec<(usize, usize)> {
+pub(crate) fn units(s: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut it = s.char_indices().peekable();
     while let Some((i, c)) = it.next() {
@@ -61,7 +70,7 @@ fn units(s: &str) -> Vec<(usize, usize)> {
     out
 }
 
-fn delta(u: &str) -> i32 {
+pub(crate) fn delta(u: &str) -> i32 {
     match u {
         "(" | "[" | "{" | "\\{" | "\\begin" => 1,
         ")" | "]" | "}" | "\\}" | "\\end" => -1,
@@ -70,7 +79,7 @@ fn delta(u: &str) -> i32 {
 }
 
 /// Depths never go negative and end at zero.
-fn balanced(s: &str, us: &[(usize, usize)]) -> bool {
+pub(crate) fn balanced(s: &str, us: &[(usize, usize)]) -> bool {
     let mut d = 0i32;
     for &(a, b) in us {
         d += delta(&s[a..b]);
@@ -82,7 +91,7 @@ fn balanced(s: &str, us: &[(usize, usize)]) -> bool {
 }
 
 /// The parts of `s` between top-level occurrences of `sep`.
-fn split_top<'a>(s: &'a str, us: &[(usize, usize)], sep: &str) -> Vec<&'a str> {
+pub(crate) fn split_top<'a>(s: &'a str, us: &[(usize, usize)], sep: &str) -> Vec<&'a str> {
     let mut parts = Vec::new();
     let mut depth = 0i32;
     let mut start = 0;
@@ -111,7 +120,7 @@ fn first_match(s: &str, us: &[(usize, usize)]) -> Option<usize> {
 }
 
 /// `x`, `a_1`, `a_{12}`, `\theta`, `f(x)`: a name that `= ...` merely labels.
-fn is_bare_var(s: &str) -> bool {
+pub(crate) fn is_bare_var(s: &str) -> bool {
     let s = s.trim();
     let mut chars = s.chars();
     let Some(first) = chars.next() else { return false };
@@ -184,12 +193,15 @@ fn build_at(s: &str, depth: usize) -> Ans {
     for sep in [";", ","] {
         let parts = split_top(s, &us, sep);
         if parts.len() > 1 {
+            if let Some(union) = union_of_inequalities(&parts, depth) {
+                return union;
+            }
             return items(&parts, depth).map_or_else(|| value(s), Ans::List);
         }
     }
     let approx = split_top(s, &us, "\\approx");
     if approx.len() == 2 {
-        if approx[0].trim().is_empty() {
+        if approx[0].trim().is_empty() || names_value(approx[0], approx[1]) {
             return build_at(approx[1], depth + 1);
         }
         return Ans::Approx(Box::new(build_at(approx[0], depth + 1)), Box::new(build_at(approx[1], depth + 1)));
@@ -197,12 +209,21 @@ fn build_at(s: &str, depth: usize) -> Ans {
     if let Some((p, m)) = expand_pm(s) {
         return Ans::List(vec![build_at(&p, depth + 1), build_at(&m, depth + 1)]);
     }
+    if let Some(solutions) = relation::solutions(s) {
+        return build_at(&relation::to_latex(&solutions), depth + 1);
+    }
     let sides = split_top(s, &us, "=");
     if sides.len() == 2 {
-        if is_bare_var(sides[0]) {
+        if names_value(sides[0], sides[1]) {
             return build_at(sides[1], depth + 1);
         }
         return Ans::Equation(Box::new(build_at(sides[0], depth + 1)), Box::new(build_at(sides[1], depth + 1)));
+    }
+    // `x = 3 + 3 = 6`: working shown after the name; the last side is the answer.
+    if let (true, Some(last)) = (sides.len() > 2, sides.last()) {
+        if !last.trim().is_empty() && names_value(sides[0], last) {
+            return build_at(last, depth + 1);
+        }
     }
     let member = split_top(s, &us, "\\in");
     if member.len() == 2 && is_bare_var(member[0]) {
@@ -249,6 +270,21 @@ fn build_at(s: &str, depth: usize) -> Ans {
     value(s)
 }
 
+/// `x < -1 \text{ or } x > 3`: list items that are all inequalities in one variable, with solution sets
+/// that do not overlap, are their union. Overlapping ones (`x > -1 \text{ and } x < 3`, where `and`
+/// means both) are left a list, which equals no interval.
+fn union_of_inequalities(parts: &[&str], depth: usize) -> Option<Ans> {
+    let parts: Vec<&str> = parts.iter().copied().filter(|p| !p.trim().is_empty()).collect();
+    if parts.len() < 2 || parts.len() > MAX_ITEMS {
+        return None;
+    }
+    let mut all = Vec::new();
+    for p in &parts {
+        all.extend(relation::solutions(p)?);
+    }
+    relation::disjoint(&all).then(|| Ans::Union(all.iter().map(|iv| build_at(&relation::to_latex(std::slice::from_ref(iv)), depth + 1)).collect()))
+}
+
 /// The items of a list or set, expanding `\pm` and handling `name = value` items.
 fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
     if parts.len() > MAX_ITEMS {
@@ -259,7 +295,7 @@ fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
         .map(|p| {
             let us = units(p);
             let sides = split_top(p, &us, "=");
-            (sides.len() == 2 && is_bare_var(sides[0])).then(|| (sides[0].trim(), sides[1]))
+            (sides.len() == 2 && names_value(sides[0], sides[1])).then(|| (sides[0].trim(), sides[1]))
         })
         .collect();
     let mut names: Vec<&str> = labelled.iter().flatten().map(|(n, _)| *n).collect();
@@ -313,6 +349,25 @@ fn matrix(s: &str, depth: usize) -> Option<Ans> {
     Some(Ans::Matrix(out))
 }
 
+/// A person's view of a shape: `(1, 2]` for a tuple or interval, `list [1; 2]`, `set {1; 2}`,
+/// `union [(..); (..)]`, `matrix [1, 2; 3, 4]`, `equation l = r`, `e ~ approximation`; a value is its text.
+pub fn describe(a: &Ans) -> String {
+    let all = |v: &[Ans]| v.iter().map(describe).collect::<Vec<_>>().join("; ");
+    match a {
+        Ans::Value { text, .. } => text.clone(),
+        Ans::Tuple { open, close, items } => format!("{open}{}{close}", items.iter().map(describe).collect::<Vec<_>>().join(", ")),
+        Ans::Set(v) => format!("set {{{}}}", all(v)),
+        Ans::List(v) => format!("list [{}]", all(v)),
+        Ans::Union(v) => format!("union [{}]", all(v)),
+        Ans::Matrix(rows) => {
+            let rows: Vec<String> = rows.iter().map(|r| r.iter().map(describe).collect::<Vec<_>>().join(", ")).collect();
+            format!("matrix [{}]", rows.join("; "))
+        }
+        Ans::Equation(l, r) => format!("equation {} = {}", describe(l), describe(r)),
+        Ans::Approx(e, x) => format!("{} ~ {}", describe(e), describe(x)),
+    }
+}
+
 fn unordered(a: &Ans) -> Option<(u8, &[Ans])> {
     match a {
         Ans::List(v) | Ans::Set(v) => Some((0, v)),
@@ -333,7 +388,7 @@ pub fn equivalent(a: &Ans, b: &Ans, budget: &mut Budget) -> bool {
             }
             match (ex, ey) {
                 (Some(ex), Some(ey)) => {
-                    let same = eval::equivalent(ex, ey, budget) == Some(true);
+                    let same = eval::equivalent(ex, ey, budget) == Some(true) || rounded_value_agrees(x, ex, y, ey, budget);
                     budget.numeric |= same;
                     same
                 }
@@ -358,6 +413,17 @@ pub fn equivalent(a: &Ans, b: &Ans, budget: &mut Budget) -> bool {
             _ => false,
         },
     }
+}
+
+/// One side a long decimal (a printout such as `0.0833333333333333`), the other a constant that it
+/// rounds (`\frac{1}{12}`). Two long decimals are both exact and were compared already.
+fn rounded_value_agrees(x: &str, ex: &Expr, y: &str, ey: &Expr, budget: &mut Budget) -> bool {
+    let (decimal, other) = match (long_decimal(x), long_decimal(y)) {
+        (Some(d), None) => (d, ey),
+        (None, Some(d)) => (d, ex),
+        _ => return false,
+    };
+    other.vars.is_empty() && eval::evaluate(other, &[], budget).is_ok_and(|v| rounds_to(decimal, v))
 }
 
 /// Every item of `x` matched to a distinct equivalent item of `y` (greedy, in order).
@@ -421,6 +487,17 @@ mod tests {
         assert_eq!(text(&build("(-4,27);(2,15)")), "list[(-4;27);(2;15)]");
         assert_eq!(text(&build("\\frac{2}{3}\\approx0.67")), "\\frac{2}{3}~0.67");
         assert_eq!(text(&build("\\approx8.24")), "8.24");
+        assert_eq!(text(&build("x\\approx11")), "11");
+        assert_eq!(text(&build("|AB|=1")), "1");
+        assert_eq!(text(&build("(p,q)=(3,2)")), "(3;2)");
+        assert_eq!(text(&build("x=3+3=6")), "6");
+        assert_eq!(text(&build("1+x=3+3=6")), "1+x=3+3=6");
+        assert_eq!(text(&build("7=11a+c")), "7=11a+c");
+        assert_eq!(text(&build("AB=4,CD=5")), "list[AB=4;CD=5]");
+        assert_eq!(text(&build("-2\\le x\\le7")), "[-2;7]");
+        assert_eq!(text(&build("x\\ne3")), "union[(-\\infty;3);(3;\\infty)]");
+        assert_eq!(text(&build("x<-1,x>3")), "union[(-\\infty;-1);(3;\\infty)]");
+        assert_eq!(text(&build("x>-1,x<3")), "list[(-1;\\infty);(-\\infty;3)]");
     }
 
     #[test]

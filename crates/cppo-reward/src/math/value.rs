@@ -11,6 +11,13 @@ pub const REL_TOL: f64 = 1e-6;
 /// Absolute tolerance for comparing inexact values near zero (`\sin\pi` is about 1e-16, not 0).
 pub const ABS_TOL: f64 = 1e-9;
 
+/// Significant digits from which a decimal literal reads as a rounded result (a floating-point
+/// printout such as `0.0833333333333333`) rather than an exact number. Shorter decimals stay exact:
+/// `0.333333` is a rounding, the answer to another question than "what is 1/3".
+pub const LONG_DECIMAL_DIGITS: usize = 10;
+/// Relative tolerance between a long decimal and the value it rounds: nine significant digits agree.
+pub const LONG_DECIMAL_REL_TOL: f64 = 1e-9;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvalError {
     /// Outside the real domain: division by zero, even root or log of a negative, `0^{-1}`, ...
@@ -56,6 +63,20 @@ impl Ratio {
 
     pub fn is_integer(self) -> bool {
         self.d == 1
+    }
+
+    pub fn is_negative(self) -> bool {
+        self.n < 0
+    }
+
+    /// The fraction as LaTeX the expression parser reads back: `3`, `-3`, `\frac{1}{2}`, `-\frac{1}{2}`.
+    pub fn to_latex(self) -> String {
+        let sign = if self.n < 0 { "-" } else { "" };
+        if self.d == 1 {
+            format!("{sign}{}", self.n.unsigned_abs())
+        } else {
+            format!("{sign}\\frac{{{}}}{{{}}}", self.n.unsigned_abs(), self.d)
+        }
     }
 
     fn add(self, o: Ratio) -> Option<Ratio> {
@@ -282,6 +303,28 @@ impl Value {
     }
 }
 
+/// The value of a decimal literal with a fractional part and at least [`LONG_DECIMAL_DIGITS`]
+/// significant digits (`0.0833333333333333`, `-3.3333333333`); `None` for anything else.
+pub fn long_decimal(text: &str) -> Option<f64> {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = unsigned.split_once('.')?;
+    let digits_only = |s: &str| s.bytes().all(|c| c.is_ascii_digit());
+    if frac.is_empty() || !digits_only(int) || !digits_only(frac) {
+        return None;
+    }
+    let significant = format!("{int}{frac}").trim_start_matches('0').len();
+    if significant < LONG_DECIMAL_DIGITS {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Whether a long decimal (see [`long_decimal`]) and a value agree within [`LONG_DECIMAL_REL_TOL`].
+pub fn rounds_to(decimal: f64, v: Value) -> bool {
+    let x = v.f();
+    (decimal - x).abs() <= LONG_DECIMAL_REL_TOL * decimal.abs().max(x.abs())
+}
+
 /// Whether two values are the same number: exactly, when both are exact; otherwise within
 /// [`REL_TOL`] relative or [`ABS_TOL`] absolute difference.
 pub fn same(a: Value, b: Value) -> bool {
@@ -319,6 +362,21 @@ mod tests {
         assert_eq!(d("0.25").root(d("2")).unwrap(), d("0.5"));
         assert_eq!(d("5").factorial().unwrap(), d("120"));
         assert_eq!(d("5").binom(d("2")).unwrap(), d("10"));
+    }
+
+    #[test]
+    fn long_decimals_are_floating_point_printouts() {
+        assert_eq!(long_decimal("0.0833333333333333"), Some(0.0833333333333333));
+        assert_eq!(long_decimal("-3.3333333333"), Some(-3.3333333333));
+        assert_eq!(long_decimal("0.333333"), None);
+        assert_eq!(long_decimal("0.000000001"), None); // one significant digit
+        assert_eq!(long_decimal("562949953421313"), None); // an integer is exact however long
+        assert_eq!(long_decimal("1.2.3"), None);
+        let third = d("1").over(d("3")).unwrap();
+        assert!(rounds_to(0.3333333333, third));
+        assert!(!rounds_to(0.3333333343, third));
+        assert_eq!(Ratio::new(-3, 6).unwrap().to_latex(), "-\\frac{1}{2}");
+        assert_eq!(Ratio::int(7).to_latex(), "7");
     }
 
     #[test]
