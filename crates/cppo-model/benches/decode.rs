@@ -5,7 +5,8 @@
 use std::time::Instant;
 
 use candle_core::Device;
-use cppo_model::{Architecture, Decoder, ModelConfig};
+use cppo_io::{Architecture, ModelConfig};
+use cppo_model::Decoder;
 
 fn smollm2_135m() -> ModelConfig {
     let mut c = ModelConfig::tiny(Architecture::Llama);
@@ -23,7 +24,7 @@ fn smollm2_135m() -> ModelConfig {
 }
 
 fn main() {
-    cppo_model::alloc::keep_freed_memory();
+    cppo_kernels::alloc::keep_freed_memory();
     let threads = candle_core::utils::get_num_threads();
     let cfg = smollm2_135m();
     let dec = Decoder::random(&cfg, 0, &Device::Cpu).unwrap().frozen_copy().unwrap();

@@ -7,8 +7,9 @@
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use cppo_model::ops::MatmulPrecision;
-use cppo_model::{Architecture, CompletionLogProbs, Decoder, ModelConfig};
+use cppo_kernels::MatmulPrecision;
+use cppo_io::{Architecture, ModelConfig};
+use cppo_model::{CompletionLogProbs, Decoder};
 
 pub fn smollm2_135m() -> ModelConfig {
     let mut c = ModelConfig::tiny(Architecture::Llama);
@@ -83,7 +84,7 @@ fn run(label: &str, tokens_per_step: usize, iters: usize, mut step: impl FnMut()
 }
 
 fn main() {
-    cppo_model::alloc::keep_freed_memory();
+    cppo_kernels::alloc::keep_freed_memory();
     let threads = candle_core::utils::get_num_threads();
     let cfg = smollm2_135m();
     let dec = Decoder::random(&cfg, 0, &Device::Cpu).unwrap();

@@ -3,7 +3,7 @@
 //! generation engine fills, copies (a prompt prefilled once, shared by its samples), truncates and
 //! reuses; a decode step touches only the rows it is given.
 
-use crate::config::ModelConfig;
+use cppo_io::config::ModelConfig;
 use crate::decoder::{DecoderError, Result};
 
 #[derive(Clone, Debug)]

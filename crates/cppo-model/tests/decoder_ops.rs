@@ -6,12 +6,12 @@ mod decoder_support;
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor, Var};
-use cppo_model::ops::attention::{AttnLayout, Attention};
-use cppo_model::ops::linear::linear;
-use cppo_model::ops::logprob::{token_logprobs, Gather};
-use cppo_model::ops::rms_norm::rms_norm;
-use cppo_model::ops::rope::RopeTable;
-use cppo_model::ops::swiglu::swiglu;
+use cppo_kernels::attention::{AttnLayout, Attention};
+use cppo_kernels::linear::linear;
+use cppo_kernels::logprob::{token_logprobs, Gather};
+use cppo_kernels::rms_norm::rms_norm;
+use cppo_kernels::rope::RopeTable;
+use cppo_kernels::swiglu::swiglu;
 use decoder_support::{finite_difference, flat, max_diff, scalar, values};
 
 fn var(shape: &[usize], seed: u64) -> Var {
@@ -137,7 +137,7 @@ fn naive_attention(q: &[f64], k: &[f64], v: &[f64], layout: &AttnLayout, heads: 
 
 fn attention_case(name: &str, layout: AttnLayout, heads: usize, kvh: usize, d: usize) {
     let theta = 100.0;
-    let rope = Arc::new(RopeTable::new(d, theta, None, 64).unwrap());
+    let rope = Arc::new(RopeTable::new(&cppo_io::config::inverse_frequencies(d, theta, None), 64).unwrap());
     let n = layout.rows;
     let q = var(&[n, heads * d], 10);
     let k = var(&[n, kvh * d], 11);
@@ -214,7 +214,7 @@ fn ops_compute_in_f32_too() {
 }
 
 mod simd_kernels {
-    use cppo_model::ops::simd::{axpy_f32, dot_f32, exp_scale_f32, exp_stats_f32};
+    use cppo_kernels::simd::{axpy_f32, dot_f32, exp_scale_f32, exp_stats_f32};
     use proptest::prelude::*;
 
     fn close(a: f64, b: f64, rel: f64) -> bool {

@@ -271,7 +271,7 @@ fn wide_decode_steps_and_long_prompts_take_every_product_path() {
 
 #[test]
 fn bf16_products_stay_close_to_f32_in_log_probs_and_gradients() {
-    use cppo_model::ops::MatmulPrecision;
+    use cppo_kernels::MatmulPrecision;
     let adv = [0.9, -1.2, 0.4, -0.3];
     for (name, cfg) in families() {
         for dtype in [DType::F32, DType::F64] {

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor, D};
-use cppo_model::fetch::smollm2_135m_instruct_gguf;
-use cppo_model::load::load_model;
+use cppo_io::fetch::smollm2_135m_instruct_gguf;
+use cppo_io::load::load_model;
 use cppo_model::Decoder;
 use serde_json::Value;
 

@@ -8,7 +8,7 @@ use cppo_core::advantage::Estimator;
 use cppo_core::loss::Aggregation;
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_engine::WeightPrecision;
-use cppo_model::ops::MatmulPrecision;
+use cppo_kernels::MatmulPrecision;
 use serde::{Deserialize, Serialize};
 
 use crate::schedule::Schedule;
@@ -51,7 +51,8 @@ pub struct ModelSection {
     pub path: String,
     #[serde(default = "default_dtype")]
     pub dtype: String,
-    /// `cpu` or `cuda` (`cuda:N`); CUDA needs the `cuda` cargo feature.
+    /// `cpu`, the only device built so far: `cuda` / `cuda:N` is refused at config time until the CUDA
+    /// backend lands (issue 15).
     #[serde(default = "default_device")]
     pub device: String,
 }
@@ -333,6 +334,7 @@ impl TrainConfig {
 
     /// The checks serde cannot express; each error names its key.
     pub fn validate(&self) -> Result<()> {
+        crate::sources::check_device(&self.model.device)?;
         let r = &self.rollout;
         if r.num_generations < 2 {
             bail!("rollout.num_generations = {}: a group needs at least 2 completions (G >= 2) for its advantages to mean anything", r.num_generations);

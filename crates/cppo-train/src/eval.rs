@@ -8,7 +8,8 @@ use anyhow::Result;
 use cppo_core::passk::{avg_at_n, pass_at_k};
 use cppo_core::Problem;
 use cppo_engine::{Finish, SamplingParams, WeightPrecision};
-use cppo_model::{ChatTokenizer, Decoder};
+use cppo_io::ChatTokenizer;
+use cppo_model::Decoder;
 use cppo_reward::{AccuracyReward, Reward};
 use serde::{Deserialize, Serialize};
 

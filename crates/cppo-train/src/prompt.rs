@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 use cppo_core::Problem;
 use cppo_data::PromptTemplate;
-use cppo_model::{ChatMessage, ChatTokenizer};
+use cppo_io::{ChatMessage, ChatTokenizer};
 
 pub struct Prompter {
     pub template: PromptTemplate,

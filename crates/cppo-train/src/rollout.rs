@@ -3,7 +3,8 @@
 use anyhow::Result;
 use cppo_core::Problem;
 use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams, WeightPrecision};
-use cppo_model::{ChatTokenizer, Decoder};
+use cppo_io::ChatTokenizer;
+use cppo_model::Decoder;
 use cppo_reward::Reward;
 
 /// One question's group of completions with their scores.

@@ -14,7 +14,7 @@ pub const BUILTIN_MODEL: &str = "smollm2-135m-instruct";
 
 pub fn resolve_model_path(path: &str) -> Result<PathBuf> {
     if path == BUILTIN_MODEL {
-        return Ok(cppo_model::fetch::smollm2_135m_instruct_gguf()?);
+        return Ok(cppo_io::fetch::smollm2_135m_instruct_gguf()?);
     }
     let p = PathBuf::from(path);
     if !p.exists() {
@@ -23,15 +23,20 @@ pub fn resolve_model_path(path: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
-pub fn parse_device(name: &str) -> Result<Device> {
+/// Refuses every device but the CPU, naming the key: the CUDA backend is not built yet.
+pub fn check_device(name: &str) -> Result<()> {
     match name {
-        "cpu" => Ok(Device::Cpu),
+        "cpu" => Ok(()),
         n if n == "cuda" || n.starts_with("cuda:") => {
-            let ordinal = n.strip_prefix("cuda:").map(str::parse).transpose().context("model.device")?.unwrap_or(0);
-            Device::new_cuda(ordinal).with_context(|| format!("model.device = \"{n}\": CUDA is unavailable (build with --features cuda)"))
+            bail!("model.device = \"{n}\": the CUDA backend is not built yet; cppo trains on the CPU only (model.device = \"cpu\")")
         }
-        other => bail!("model.device = \"{other}\": expected \"cpu\" or \"cuda[:N]\""),
+        other => bail!("model.device = \"{other}\": expected \"cpu\""),
     }
+}
+
+pub fn parse_device(name: &str) -> Result<Device> {
+    check_device(name)?;
+    Ok(Device::Cpu)
 }
 
 /// Loads a dataset by name: a built-in set (`gsm8k:train`, `math500`, ...), the generated arithmetic task

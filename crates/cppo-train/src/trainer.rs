@@ -11,7 +11,8 @@ use cppo_core::select::drop_uniform;
 use cppo_core::Problem;
 use cppo_data::{PromptTemplate, Sampler};
 use cppo_engine::SamplingParams;
-use cppo_model::{ChatTokenizer, Decoder, ModelConfig};
+use cppo_io::{ChatTokenizer, ModelConfig};
+use cppo_model::Decoder;
 
 use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
@@ -103,7 +104,7 @@ impl Trainer {
             Some(dir) => dir.join(checkpoint::MODEL_DIR),
             None => resolve_model_path(&cfg.model.path)?,
         };
-        let loaded = cppo_model::load_model(&model_path, dtype, &device)
+        let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
         let mp = cfg.optim.matmul_precision;
         let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp);
@@ -111,7 +112,7 @@ impl Trainer {
         let reference = if cfg.loss.beta > 0.0 {
             let ref_path = resolve_model_path(&cfg.model.path)?;
             if latest.is_some() {
-                let initial = cppo_model::load_model(&ref_path, dtype, &device)?;
+                let initial = cppo_io::load_model(&ref_path, dtype, &device)?;
                 Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp))
             } else {
                 Some(policy.frozen_copy()?)
@@ -422,7 +423,7 @@ impl Trainer {
     /// Writes the current policy as a Hugging Face directory (f32).
     pub fn save_model(&self, dir: &Path) -> Result<()> {
         let weights = self.policy.to_weights()?;
-        cppo_model::save_hf(dir, &self.model_config, &weights, &self.tokenizer, DType::F32)?;
+        cppo_io::save_hf(dir, &self.model_config, &weights, &self.tokenizer, DType::F32)?;
         Ok(())
     }
 

@@ -98,3 +98,14 @@ fn every_shipped_preset_parses() {
     }
     assert!(n >= 10, "expected the GSM8K and MATH presets, found {n}");
 }
+
+#[test]
+fn cuda_is_refused_at_config_time_until_its_backend_exists() {
+    for device in ["cuda", "cuda:1"] {
+        let e = err(MINIMAL, &[&format!("model.device=\"{device}\"")]);
+        assert!(e.contains("model.device") && e.contains("CUDA backend is not built yet"), "{e}");
+    }
+    let e = err(MINIMAL, &["model.device=\"tpu\""]);
+    assert!(e.contains("model.device") && e.contains("\"cpu\""), "{e}");
+    assert!(TrainConfig::from_toml(MINIMAL, &["model.device=\"cpu\"".into()]).is_ok());
+}

@@ -17,7 +17,7 @@ use cppo_train::metrics::JsonlLog;
 use cppo_train::trainer::Trainer;
 
 fn one_or_two_model() -> PathBuf {
-    let loaded = cppo_model::load_model(&common::tiny_model_dir(), DType::F32, &Device::Cpu).unwrap();
+    let loaded = cppo_io::load_model(&common::tiny_model_dir(), DType::F32, &Device::Cpu).unwrap();
     let (cfg, tokenizer) = (loaded.config, loaded.tokenizer);
     assert!(cfg.tie_word_embeddings, "the construction needs tied embeddings");
     let digits = [tokenizer.token_to_id("1").unwrap(), tokenizer.token_to_id("2").unwrap()];
@@ -41,7 +41,7 @@ fn one_or_two_model() -> PathBuf {
         put(&format!("model.layers.{l}.mlp.down_proj.weight"), vec![0.0; h * cfg.intermediate_size], &[h, cfg.intermediate_size]);
     }
     let dir = common::out_dir("one-or-two-model");
-    cppo_model::save_hf(&dir, &cfg, &weights, &tokenizer, DType::F32).unwrap();
+    cppo_io::save_hf(&dir, &cfg, &weights, &tokenizer, DType::F32).unwrap();
     dir
 }
 

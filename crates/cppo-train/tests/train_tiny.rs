@@ -242,7 +242,7 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
 
 #[test]
 fn update_products_follow_the_config() {
-    use cppo_model::ops::MatmulPrecision;
+    use cppo_kernels::MatmulPrecision;
     let t = Trainer::new(common::tiny_config("mp-default", &[]), false).unwrap();
     assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Bf16, "bf16 products are the default");
     for p in [MatmulPrecision::Full, MatmulPrecision::Bf16] {

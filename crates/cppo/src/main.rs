@@ -201,7 +201,7 @@ struct GenerateCli {
 }
 
 fn main() -> anyhow::Result<()> {
-    cppo_model::alloc::keep_freed_memory();
+    cppo_kernels::alloc::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
         Command::Quickstart { out, smoke, set } => {
@@ -278,7 +278,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Generate(g) => {
             let prompts = match (&g.prompt, &g.input) {
-                (Some(p), None) => vec![vec![cppo_model::ChatMessage::new("user", p.clone())]],
+                (Some(p), None) => vec![vec![cppo_io::ChatMessage::new("user", p.clone())]],
                 (None, Some(path)) => commands::generate::read_prompts(path)?,
                 _ => bail!("give --prompt TEXT or --input FILE.jsonl"),
             };
@@ -296,7 +296,7 @@ fn main() -> anyhow::Result<()> {
             commands::generate::print(&results, g.json, &mut out)?;
         }
         Command::Convert { gguf, out } => {
-            cppo_model::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
+            cppo_io::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
             eprintln!("wrote {}", out.display());
         }
         Command::Grade { task, input, explain } => {

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use candle_core::{DType, Device};
-use cppo_model::{ChatMessage, Decoder};
+use cppo_io::ChatMessage;
+use cppo_model::Decoder;
 use serde_json::Value;
 
 /// The trainer tests' fixtures: the tiny model (saved once per test binary) and fresh output folders.
@@ -30,7 +31,7 @@ fn json_lines(path: &Path) -> Vec<Value> {
 }
 
 fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
-    let m = cppo_model::load_model(dir, DType::F32, &Device::Cpu).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()));
+    let m = cppo_io::load_model(dir, DType::F32, &Device::Cpu).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()));
     let mut w: Vec<(String, Vec<f32>)> =
         m.weights.tensors.iter().map(|(k, t)| (k.clone(), t.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect();
     w.sort_by(|a, b| a.0.cmp(&b.0));
@@ -106,7 +107,7 @@ fn train_resume_checkpoint_and_generate() {
     assert_eq!(trained, weights(&out.join("model")), "the last checkpoint is not the final model");
     assert_ne!(trained, weights(&model), "the checkpoint holds the initial weights");
     // The optimizer state loads into the model's variables: one Adam step per training step.
-    let loaded = cppo_model::load_model(&ckpt.join("model"), DType::F32, &Device::Cpu).unwrap();
+    let loaded = cppo_io::load_model(&ckpt.join("model"), DType::F32, &Device::Cpu).unwrap();
     let policy = Decoder::new(&loaded.config, &loaded.weights, true, &Device::Cpu).unwrap();
     let cfg = cppo_train::config::TrainConfig::load(&out.join("config.toml"), &[]).unwrap();
     let mut adam = cppo_train::optim::AdamW::new(&policy.vars(), cfg.optim.adamw());
@@ -132,7 +133,7 @@ fn train_resume_checkpoint_and_generate() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     let tok = &loaded.tokenizer;
     let prompt_ids = tok.encode(&tok.render(&[ChatMessage::new("user", prompt)], true).unwrap()).unwrap();
-    let initial = cppo_model::load_model(&model, DType::F32, &Device::Cpu).unwrap();
+    let initial = cppo_io::load_model(&model, DType::F32, &Device::Cpu).unwrap();
     let initial = Decoder::new(&initial.config, &initial.weights, false, &Device::Cpu).unwrap();
     let mut differs_from_initial = false;
     for (s, line) in lines.iter().enumerate() {

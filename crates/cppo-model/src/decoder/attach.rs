@@ -10,7 +10,7 @@ use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result,
 
 use super::tape::{self, Tape};
 use super::Decoder;
-use crate::ops::{tensor, with_data};
+use cppo_kernels::{tensor, with_data};
 
 pub(crate) enum AnyTape {
     F32(Tape<f32>),

@@ -8,12 +8,12 @@ use rayon::prelude::*;
 use super::slices::{index, Locked};
 use super::{Decoder, DecoderError, Result};
 use crate::kv_cache::KvCache;
-use crate::ops::attention::{head_forward, Keys};
-use crate::ops::few_queries;
-use crate::ops::gemm::{threads, View, ViewMut};
-use crate::ops::rope::rope_rows;
-use crate::ops::skinny::{self, Out, Weight};
-use crate::ops::{linear, rms_norm, swiglu, MatmulPrecision, SendPtr};
+use cppo_kernels::attention::{head_forward, Keys};
+use cppo_kernels::few_queries;
+use cppo_kernels::gemm::{threads, View, ViewMut};
+use cppo_kernels::rope::rope_rows;
+use cppo_kernels::skinny::{self, Out, Weight};
+use cppo_kernels::{linear, rms_norm, swiglu, MatmulPrecision, SendPtr};
 
 /// Where the new tokens go in the cache.
 enum Placement<'a> {

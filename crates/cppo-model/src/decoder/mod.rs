@@ -22,10 +22,10 @@ pub use random::{random_weights, RandomInit};
 pub use infer::RolloutWeights;
 pub use train::CompletionLogProbs;
 
-use crate::config::ModelConfig;
-use crate::ops::rope::RopeTable;
-use crate::ops::MatmulPrecision;
-use crate::weights::Weights;
+use cppo_io::config::ModelConfig;
+use cppo_kernels::rope::RopeTable;
+use cppo_kernels::MatmulPrecision;
+use cppo_io::weights::Weights;
 
 /// One weight: a `Var` when trainable, a plain tensor when frozen.
 #[derive(Clone, Debug)]
@@ -207,7 +207,7 @@ impl Decoder {
         dtype: DType,
     ) -> Result<Decoder> {
         check_config(cfg)?;
-        crate::ops::check_float(dtype, "decoder").map_err(DecoderError::from)?;
+        cppo_kernels::check_float(dtype, "decoder").map_err(DecoderError::from)?;
         let mut params = std::collections::BTreeMap::new();
         for (name, shape) in expected_tensors(cfg) {
             let t = weights.get(&name).ok_or_else(|| DecoderError::MissingTensor { name: name.clone() })?;
@@ -263,7 +263,8 @@ impl Decoder {
         }
         let norm = take(NORM);
         let lm_head = if cfg.tie_word_embeddings { None } else { Some(take(LM_HEAD)) };
-        let rope = RopeTable::new(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling.as_ref(), cfg.max_position_embeddings)?;
+        let inv = cppo_io::config::inverse_frequencies(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling.as_ref());
+        let rope = RopeTable::new(&inv, cfg.max_position_embeddings)?;
         Ok(Decoder {
             cfg: cfg.clone(),
             device: device.clone(),

@@ -5,8 +5,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{expected_tensors, Result};
-use crate::config::ModelConfig;
-use crate::weights::Weights;
+use cppo_io::config::ModelConfig;
+use cppo_io::weights::Weights;
 
 /// How to draw random weights.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,9 +12,9 @@ use candle_core::Result;
 
 use super::slices::{index, Locked};
 use super::Decoder;
-use crate::ops::attention::{self, AttnLayout, Attention};
-use crate::ops::logprob::{self, Gather, Scored};
-use crate::ops::{linear, rms_norm, swiglu, Float, MatmulPrecision};
+use cppo_kernels::attention::{self, AttnLayout, Attention};
+use cppo_kernels::logprob::{self, Gather, Scored};
+use cppo_kernels::{linear, rms_norm, swiglu, Float, MatmulPrecision};
 
 /// What a layer's backward pass needs from its forward pass (the norms and the MLP activation are
 /// recomputed instead, being cheap).

@@ -8,11 +8,11 @@ use candle_core::{DType, Tensor};
 
 use super::attach::{attach, AnyTape};
 use super::{tape, Decoder, DecoderError, Result};
-use crate::ops::attention::{AttnLayout, Attention};
-use crate::ops::linear::linear;
-use crate::ops::logprob::Gather;
-use crate::ops::rms_norm::rms_norm;
-use crate::ops::swiglu::swiglu;
+use cppo_kernels::attention::{AttnLayout, Attention};
+use cppo_kernels::linear::linear;
+use cppo_kernels::logprob::Gather;
+use cppo_kernels::rms_norm::rms_norm;
+use cppo_kernels::swiglu::swiglu;
 
 /// Per-token log-probabilities of k completions of one prompt, right-padded to the longest.
 #[derive(Clone, Debug)]

@@ -6,7 +6,8 @@ pub mod reference;
 
 use candle_core::{DType, Device, Tensor, Var};
 use cppo_model::decoder::{random_weights, RandomInit};
-use cppo_model::{Architecture, Decoder, ModelConfig, RopeScaling, Weights};
+use cppo_io::{Architecture, ModelConfig, RopeScaling, Weights};
+use cppo_model::Decoder;
 
 /// Tiny configurations covering every variant the decoder supports.
 pub fn families() -> Vec<(&'static str, ModelConfig)> {

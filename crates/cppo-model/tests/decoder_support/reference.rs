@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor, D};
-use cppo_model::ModelConfig;
+use cppo_io::ModelConfig;
 
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Tensor {
     let ms = x.sqr().unwrap().mean_keepdim(D::Minus1).unwrap();

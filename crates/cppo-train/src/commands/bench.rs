@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor};
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_data::{Dataset, PromptTemplate};
 use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams, WeightPrecision};
-use cppo_model::ops::MatmulPrecision;
+use cppo_kernels::MatmulPrecision;
 use cppo_model::Decoder;
 use serde::Serialize;
 
@@ -108,12 +108,12 @@ impl GenerateBench {
 /// batch sizes, with each weight precision in turn; a batch of 16 or more is made of questions of 16
 /// samples each.
 pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisions: &[WeightPrecision]) -> Result<GenerateBench> {
-    let loaded = cppo_model::load_model(&resolve_model_path(model)?, DType::F32, &Device::Cpu)?;
+    let loaded = cppo_io::load_model(&resolve_model_path(model)?, DType::F32, &Device::Cpu)?;
     let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
     let parameters: usize = loaded.weights.tensors.values().map(|t| t.elem_count()).sum();
     let tok = &loaded.tokenizer;
     let question = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?";
-    let prompt = tok.encode(&tok.render(&[cppo_model::ChatMessage::new("user", question)], true)?)?;
+    let prompt = tok.encode(&tok.render(&[cppo_io::ChatMessage::new("user", question)], true)?)?;
     let gflops = matmul_gflops()?;
     let params = SamplingParams { temperature: 1.0, max_new_tokens: new_tokens, ..Default::default() };
     let mut rows = Vec::new();
@@ -248,7 +248,7 @@ fn median_times(runs: &[StepTimes]) -> StepTimes {
 /// Times one step's phases. The updates of the arms of one batch run on the very same rollouts.
 pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<StepBench> {
     let path = resolve_model_path(model)?;
-    let loaded = cppo_model::load_model(&path, DType::F32, &Device::Cpu)?;
+    let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
     let policy = Decoder::new(&loaded.config, &loaded.weights, true, &Device::Cpu)?;
     let reference = policy.frozen_copy()?;
     // Handles on the same weights whose update multiplies in bf16 (the default) or f32.

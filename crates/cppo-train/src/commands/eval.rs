@@ -55,7 +55,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary> {
         problems.truncate(n);
     }
     let path = resolve_model_path(&args.model)?;
-    let loaded = cppo_model::load_model(&path, DType::F32, &Device::Cpu)?;
+    let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
     let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
     let template = PromptTemplate::preset(&args.template).map_err(|e| anyhow::anyhow!("--template: {e}"))?;
     let prompter = Prompter { template, max_prompt_tokens: usize::MAX };

@@ -6,7 +6,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device};
 use cppo_engine::{generate, EngineOptions, Finish, Request, SamplingParams};
-use cppo_model::{ChatMessage, Decoder};
+use cppo_io::ChatMessage;
+use cppo_model::Decoder;
 use serde::{Deserialize, Serialize};
 
 use crate::sources::resolve_model_path;
@@ -68,7 +69,7 @@ pub fn read_prompts(path: &Path) -> Result<Vec<Vec<ChatMessage>>> {
 /// Generates `n` completions per prompt; results in prompt then sample order.
 pub fn run(args: &GenerateArgs) -> Result<Vec<GeneratedText>> {
     let path = resolve_model_path(&args.model)?;
-    let loaded = cppo_model::load_model(&path, DType::F32, &Device::Cpu)?;
+    let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
     let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
     let tok = &loaded.tokenizer;
     let requests = args

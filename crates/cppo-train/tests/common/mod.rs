@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use candle_core::{DType, Device};
-use cppo_model::{Architecture, ChatTemplate, ChatTokenizer, Decoder, ModelConfig, SpecialTokens};
+use cppo_io::{Architecture, ChatTemplate, ChatTokenizer, ModelConfig, SpecialTokens};
+use cppo_model::Decoder;
 use cppo_train::config::TrainConfig;
 
 const CHATML: &str = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
@@ -82,7 +83,7 @@ pub fn tiny_model_dir() -> PathBuf {
         cfg.max_position_embeddings = 512;
         let decoder = Decoder::random(&cfg, 7, &Device::Cpu).unwrap();
         let dir = std::env::temp_dir().join(format!("cppo-tiny-model-{}", std::process::id()));
-        cppo_model::save_hf(&dir, &cfg, &decoder.to_weights().unwrap(), &tokenizer, DType::F32).unwrap();
+        cppo_io::save_hf(&dir, &cfg, &decoder.to_weights().unwrap(), &tokenizer, DType::F32).unwrap();
         dir
     })
     .clone()

@@ -5,11 +5,8 @@ mod io_support;
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::{DType, Device, Tensor};
-use cppo_model::gguf::config::llama3_rope_divisors;
-use cppo_model::{
-    convert_gguf, fetch, gguf, load_model, Architecture, ChatMessage, ModelConfig, RopeScaling,
-    Weights,
-};
+use cppo_io::gguf::config::llama3_rope_divisors;
+use cppo_io::{convert_gguf, fetch, gguf, load_model, Architecture, ChatMessage, ModelConfig, RopeScaling, Weights};
 use io_support::{assert_same_weights, byte_level_metadata, model_metadata, write_gguf};
 
 /// `config` with the byte-level test vocabulary's size and special ids.
@@ -339,7 +336,7 @@ fn sentencepiece_tokenizers_load_from_llama2_style_metadata() {
     // Text that starts with a space gets no second ▁.
     assert_eq!(tok.encode(" hello").unwrap(), vec![id("\u{2581}hello")]);
     // The chat template from the metadata, with the bos token it names.
-    let text = tok.render(&[cppo_model::ChatMessage::new("user", "hello")], true).unwrap();
+    let text = tok.render(&[cppo_io::ChatMessage::new("user", "hello")], true).unwrap();
     assert_eq!(text, "<s>[INST] hello [/INST]");
     assert_eq!(tok.eos_token_ids(), &[2]);
 }

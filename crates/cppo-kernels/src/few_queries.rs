@@ -15,7 +15,7 @@ use super::Float;
 /// # Safety
 /// The pointers must address the sizes given; `out` must not overlap the inputs.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn attend(nq: usize, d: usize, q: *const f32, k: *const f32, v: *const f32, rs: usize, len: usize, scale: f32, out: *mut f32, p: &mut Vec<f32>) -> bool {
+pub unsafe fn attend(nq: usize, d: usize, q: *const f32, k: *const f32, v: *const f32, rs: usize, len: usize, scale: f32, out: *mut f32, p: &mut Vec<f32>) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if len == 0 || !super::skinny::available() {

@@ -93,48 +93,6 @@ impl Architecture {
 }
 
 impl ModelConfig {
-    /// Every tensor such a model has, by Hugging Face name, with its shape (`[out, in]` for projections).
-    pub fn expected_tensor_shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
-        let (h, hd, v, i) = (
-            self.hidden_size,
-            self.head_dim,
-            self.vocab_size,
-            self.intermediate_size,
-        );
-        let (q, kv) = (self.num_attention_heads * hd, self.num_key_value_heads * hd);
-        let mut shapes = std::collections::BTreeMap::new();
-        let mut put = |name: String, shape: Vec<usize>| {
-            shapes.insert(name, shape);
-        };
-        put("model.embed_tokens.weight".into(), vec![v, h]);
-        put("model.norm.weight".into(), vec![h]);
-        if !self.tie_word_embeddings {
-            put("lm_head.weight".into(), vec![v, h]);
-        }
-        for layer in 0..self.num_hidden_layers {
-            let p = format!("model.layers.{layer}");
-            put(format!("{p}.input_layernorm.weight"), vec![h]);
-            put(format!("{p}.post_attention_layernorm.weight"), vec![h]);
-            put(format!("{p}.self_attn.q_proj.weight"), vec![q, h]);
-            put(format!("{p}.self_attn.k_proj.weight"), vec![kv, h]);
-            put(format!("{p}.self_attn.v_proj.weight"), vec![kv, h]);
-            put(format!("{p}.self_attn.o_proj.weight"), vec![h, q]);
-            if self.attention_bias {
-                put(format!("{p}.self_attn.q_proj.bias"), vec![q]);
-                put(format!("{p}.self_attn.k_proj.bias"), vec![kv]);
-                put(format!("{p}.self_attn.v_proj.bias"), vec![kv]);
-            }
-            if self.qk_norm {
-                put(format!("{p}.self_attn.q_norm.weight"), vec![hd]);
-                put(format!("{p}.self_attn.k_norm.weight"), vec![hd]);
-            }
-            put(format!("{p}.mlp.gate_proj.weight"), vec![i, h]);
-            put(format!("{p}.mlp.up_proj.weight"), vec![i, h]);
-            put(format!("{p}.mlp.down_proj.weight"), vec![h, i]);
-        }
-        shapes
-    }
-
     /// The name of the first inconsistent field and why, if any: sizes that cannot build a model.
     pub fn inconsistency(&self) -> Option<(&'static str, String)> {
         let positive = [
@@ -186,4 +144,33 @@ impl ModelConfig {
         }
         None
     }
+}
+
+/// The inverse frequencies as Hugging Face computes them (in f32), with Llama 3 scaling if configured.
+pub fn inverse_frequencies(head_dim: usize, theta: f64, scaling: Option<&RopeScaling>) -> Vec<f32> {
+    let half = head_dim / 2;
+    let base: Vec<f64> = (0..half)
+        .map(|i| 1.0 / theta.powf((2 * i) as f64 / head_dim as f64))
+        .map(|f| f as f32 as f64)
+        .collect();
+    let Some(s) = scaling else {
+        return base.iter().map(|&f| f as f32).collect();
+    };
+    let old = s.original_max_position_embeddings as f64;
+    let low_wavelen = old / s.low_freq_factor;
+    let high_wavelen = old / s.high_freq_factor;
+    base.iter()
+        .map(|&f| {
+            let wavelen = 2.0 * std::f64::consts::PI / f;
+            let scaled = if wavelen > low_wavelen { f / s.factor } else { f };
+            let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
+            let out = if medium {
+                let smooth = (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                (1.0 - smooth) * scaled / s.factor + smooth * scaled
+            } else {
+                scaled
+            };
+            out as f32
+        })
+        .collect()
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use cppo_model::{ChatTemplate, ChatTokenizer, ModelConfig, SpecialTokens, Weights};
+use cppo_io::{ChatTemplate, ChatTokenizer, ModelConfig, SpecialTokens, Weights};
 
 pub const CHATML: &str = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
@@ -241,7 +241,7 @@ pub fn write_gguf(
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     for (name, t) in &weights.tensors {
         let mut t = t.clone();
-        if config.architecture == cppo_model::Architecture::Llama {
+        if config.architecture == cppo_io::Architecture::Llama {
             if name.contains("q_proj") {
                 t = llama_cpp_permute(&t, config.num_attention_heads);
             } else if name.contains("k_proj") {

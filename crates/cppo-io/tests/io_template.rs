@@ -2,8 +2,8 @@
 //! `tojson`, `raise_exception`, `strftime_now`, Python string methods). Expected strings were checked
 //! against Python jinja2 3.1 with transformers' environment.
 
-use cppo_model::chat_template::strftime;
-use cppo_model::{ChatMessage, ChatTemplate, ChatTokenizer, SpecialTokens};
+use cppo_io::chat_template::strftime;
+use cppo_io::{ChatMessage, ChatTemplate, ChatTokenizer, SpecialTokens};
 
 fn special() -> SpecialTokens {
     SpecialTokens {
@@ -129,7 +129,7 @@ fn undefined_special_tokens_render_empty_and_missing_templates_are_an_error() {
 fn a_chat_tokenizer_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ChatTokenizer>();
-    assert_send_sync::<cppo_model::LoadedModel>();
+    assert_send_sync::<cppo_io::LoadedModel>();
 }
 
 #[test]

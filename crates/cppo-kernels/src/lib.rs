@@ -6,10 +6,11 @@
 //! forward and backward, on contiguous row-major data, in f32 or f64 (f64 is there so gradients can be
 //! checked against finite differences tightly).
 
+pub mod alloc;
 pub mod attention;
-pub(crate) mod few_queries;
-pub(crate) mod gemm;
-pub(crate) mod gemm_bf16;
+pub mod few_queries;
+pub mod gemm;
+pub mod gemm_bf16;
 pub mod isa;
 pub mod linear;
 pub mod logprob;
@@ -149,7 +150,7 @@ impl Float for f64 {
 }
 
 /// The contiguous data of a custom op's input.
-pub(crate) fn slice<'a, T: WithDType>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [T]> {
+pub fn slice<'a, T: WithDType>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [T]> {
     let data = s.as_slice::<T>()?;
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&data[a..b]),
@@ -158,7 +159,7 @@ pub(crate) fn slice<'a, T: WithDType>(s: &'a CpuStorage, l: &Layout, what: &str)
 }
 
 /// Runs `f` on the contiguous CPU data of `t` (copying it first if it is strided).
-pub(crate) fn with_data<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+pub fn with_data<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
     let t = t.contiguous()?;
     let (s, l) = t.storage_and_layout();
     match &*s {
@@ -167,11 +168,11 @@ pub(crate) fn with_data<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) 
     }
 }
 
-pub(crate) fn tensor<T: WithDType>(v: Vec<T>, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {
+pub fn tensor<T: WithDType>(v: Vec<T>, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {
     Tensor::from_vec(v, shape, device)
 }
 
-pub(crate) fn storage<T: WithDType>(v: Vec<T>) -> CpuStorage {
+pub fn storage<T: WithDType>(v: Vec<T>) -> CpuStorage {
     T::to_cpu_storage_owned(v)
 }
 
@@ -187,7 +188,7 @@ macro_rules! dispatch {
 }
 pub(crate) use dispatch;
 
-pub(crate) fn check_float(dtype: DType, what: &str) -> Result<()> {
+pub fn check_float(dtype: DType, what: &str) -> Result<()> {
     match dtype {
         DType::F32 | DType::F64 => Ok(()),
         other => bail!("{what}: unsupported dtype {other:?} (f32 or f64)"),
@@ -196,7 +197,7 @@ pub(crate) fn check_float(dtype: DType, what: &str) -> Result<()> {
 
 /// A raw pointer that rayon tasks may share because each writes a disjoint region.
 #[derive(Clone, Copy)]
-pub(crate) struct SendPtr<T>(pub *mut T);
+pub struct SendPtr<T>(pub *mut T);
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 impl<T> SendPtr<T> {
@@ -208,6 +209,6 @@ impl<T> SendPtr<T> {
 
 /// Deterministic values in [-1, 1] for the kernels' unit tests.
 #[cfg(test)]
-pub(crate) fn test_values(n: usize, seed: u32) -> Vec<f32> {
+pub fn test_values(n: usize, seed: u32) -> Vec<f32> {
     (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
 }

@@ -5,60 +5,31 @@ use candle_core::{bail, Result};
 use rayon::prelude::*;
 
 use super::Float;
-use crate::config::RopeScaling;
 
 /// cos and sin of every (position, frequency) pair, position-major.
 #[derive(Debug)]
 pub struct RopeTable {
     pub half: usize,
     pub max_positions: usize,
-    pub(crate) cos32: Vec<f32>,
-    pub(crate) sin32: Vec<f32>,
-    pub(crate) cos64: Vec<f64>,
-    pub(crate) sin64: Vec<f64>,
-}
-
-/// The inverse frequencies as Hugging Face computes them (in f32), with Llama 3 scaling if configured.
-pub fn inverse_frequencies(head_dim: usize, theta: f64, scaling: Option<&RopeScaling>) -> Vec<f32> {
-    let half = head_dim / 2;
-    let base: Vec<f64> = (0..half)
-        .map(|i| 1.0 / theta.powf((2 * i) as f64 / head_dim as f64))
-        .map(|f| f as f32 as f64)
-        .collect();
-    let Some(s) = scaling else {
-        return base.iter().map(|&f| f as f32).collect();
-    };
-    let old = s.original_max_position_embeddings as f64;
-    let low_wavelen = old / s.low_freq_factor;
-    let high_wavelen = old / s.high_freq_factor;
-    base.iter()
-        .map(|&f| {
-            let wavelen = 2.0 * std::f64::consts::PI / f;
-            let scaled = if wavelen > low_wavelen { f / s.factor } else { f };
-            let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
-            let out = if medium {
-                let smooth = (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-                (1.0 - smooth) * scaled / s.factor + smooth * scaled
-            } else {
-                scaled
-            };
-            out as f32
-        })
-        .collect()
+    pub cos32: Vec<f32>,
+    pub sin32: Vec<f32>,
+    pub cos64: Vec<f64>,
+    pub sin64: Vec<f64>,
 }
 
 impl RopeTable {
-    pub fn new(head_dim: usize, theta: f64, scaling: Option<&RopeScaling>, max_positions: usize) -> Result<Self> {
-        if head_dim == 0 || head_dim % 2 != 0 {
-            bail!("rotary embedding needs an even head_dim, got {head_dim}");
+    /// The table of `max_positions` positions for the inverse frequencies `inv` (one per rotated pair:
+    /// half the head dimension).
+    pub fn new(inv: &[f32], max_positions: usize) -> Result<Self> {
+        if inv.is_empty() {
+            bail!("rotary embedding needs an even, positive head_dim");
         }
-        let half = head_dim / 2;
-        let inv = inverse_frequencies(head_dim, theta, scaling);
+        let half = inv.len();
         let n = max_positions * half;
         let (mut cos32, mut sin32) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let (mut cos64, mut sin64) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for p in 0..max_positions {
-            for &f in &inv {
+            for &f in inv {
                 // The angle is an f32 product in Hugging Face; its cos/sin are then taken in f32.
                 let angle = (p as f32 * f) as f64;
                 let (s, c) = angle.sin_cos();
@@ -81,7 +52,7 @@ impl RopeTable {
 
 /// Rotates every head of every row of `x (rows, heads * 2 * half)` by its row's position; `inverse`
 /// applies the transposed rotation (the backward pass of the forward one).
-pub(crate) fn rope_rows<T: Float>(x: &mut [T], heads: usize, positions: &[usize], table: &RopeTable, inverse: bool) {
+pub fn rope_rows<T: Float>(x: &mut [T], heads: usize, positions: &[usize], table: &RopeTable, inverse: bool) {
     let half = table.half;
     let d = 2 * half;
     let width = heads * d;

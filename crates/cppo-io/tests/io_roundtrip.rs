@@ -7,7 +7,7 @@ mod io_support;
 use std::collections::BTreeMap;
 
 use candle_core::{DType, Device, Tensor};
-use cppo_model::{load_model, save_hf, Architecture, ChatMessage, ModelConfig, Weights};
+use cppo_io::{load_model, save_hf, Architecture, ChatMessage, ModelConfig, Weights};
 use io_support::{assert_same_weights, tiny_tokenizer, values};
 
 fn configs() -> Vec<(&'static str, ModelConfig)> {
@@ -16,7 +16,7 @@ fn configs() -> Vec<(&'static str, ModelConfig)> {
         ..ModelConfig::tiny(Architecture::Llama)
     };
     let llama3 = ModelConfig {
-        rope_scaling: Some(cppo_model::RopeScaling {
+        rope_scaling: Some(cppo_io::RopeScaling {
             factor: 32.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,

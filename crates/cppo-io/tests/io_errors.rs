@@ -5,7 +5,7 @@ mod io_support;
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use cppo_model::{load_model, save_hf, Architecture, ModelConfig, ModelIoError, Weights};
+use cppo_io::{load_model, save_hf, Architecture, ModelConfig, ModelIoError, Weights};
 use io_support::tiny_tokenizer;
 
 fn saved(config: &ModelConfig) -> (tempfile::TempDir, PathBuf) {

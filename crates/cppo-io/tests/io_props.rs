@@ -1,10 +1,10 @@
 //! Property tests of the pure algorithms of model I/O against brute force.
 
 use candle_core::{Device, Tensor};
-use cppo_model::chat_template::pyjson::{dumps, python_float_repr, PyJsonStyle};
-use cppo_model::chat_template::strftime::{civil_from_days, civil_time, is_leap};
-use cppo_model::gguf::reverse_llama_rotary_permutation;
-use cppo_model::gguf::tokenizer::byte_to_char;
+use cppo_io::chat_template::pyjson::{dumps, python_float_repr, PyJsonStyle};
+use cppo_io::chat_template::strftime::{civil_from_days, civil_time, is_leap};
+use cppo_io::gguf::reverse_llama_rotary_permutation;
+use cppo_io::gguf::tokenizer::byte_to_char;
 use proptest::prelude::*;
 
 proptest! {

@@ -24,7 +24,7 @@ fn sigmoids<T: Float>(g: &[T], s: &mut Vec<T>) {
     }
 }
 
-pub(crate) fn forward<T: Float>(g: &[T], u: &[T]) -> Vec<T> {
+pub fn forward<T: Float>(g: &[T], u: &[T]) -> Vec<T> {
     let mut y = vec![T::zero(); g.len()];
     y.par_chunks_mut(BLOCK).zip(g.par_chunks(BLOCK).zip(u.par_chunks(BLOCK))).for_each(|(y, (g, u))| {
         let mut s = Vec::with_capacity(g.len());
@@ -37,7 +37,7 @@ pub(crate) fn forward<T: Float>(g: &[T], u: &[T]) -> Vec<T> {
 }
 
 /// d/dgate = dy * up * s * (1 + gate * (1 - s)), d/dup = dy * gate * s, with s = sigmoid(gate).
-pub(crate) fn backward<T: Float>(g: &[T], u: &[T], dy: &[T]) -> (Vec<T>, Vec<T>) {
+pub fn backward<T: Float>(g: &[T], u: &[T], dy: &[T]) -> (Vec<T>, Vec<T>) {
     let n = g.len();
     let mut dg = vec![T::zero(); n];
     let mut du = vec![T::zero(); n];

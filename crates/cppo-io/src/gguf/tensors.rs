@@ -6,37 +6,7 @@ use crate::error::Result;
 
 /// The Hugging Face name of a llama.cpp tensor name, or `None` for a name this crate does not know.
 pub fn hf_name(gguf: &str) -> Option<String> {
-    let global = match gguf {
-        "token_embd.weight" => Some("model.embed_tokens.weight"),
-        "output_norm.weight" => Some("model.norm.weight"),
-        "output.weight" => Some("lm_head.weight"),
-        _ => None,
-    };
-    if let Some(name) = global {
-        return Some(name.to_string());
-    }
-    let rest = gguf.strip_prefix("blk.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let (part, suffix) = rest.rsplit_once('.')?;
-    if suffix != "weight" && suffix != "bias" {
-        return None;
-    }
-    let hf = match part {
-        "attn_norm" => "input_layernorm",
-        "ffn_norm" => "post_attention_layernorm",
-        "attn_q" => "self_attn.q_proj",
-        "attn_k" => "self_attn.k_proj",
-        "attn_v" => "self_attn.v_proj",
-        "attn_output" => "self_attn.o_proj",
-        "attn_q_norm" => "self_attn.q_norm",
-        "attn_k_norm" => "self_attn.k_norm",
-        "ffn_gate" => "mlp.gate_proj",
-        "ffn_up" => "mlp.up_proj",
-        "ffn_down" => "mlp.down_proj",
-        _ => return None,
-    };
-    Some(format!("model.layers.{layer}.{hf}.{suffix}"))
+    crate::params::kind_of_gguf_name(gguf).map(|k| k.name())
 }
 
 /// llama.cpp's converter reorders each head's rows of Llama's q and k projections from Hugging Face's

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use candle_core::DType;
-use cppo_model::hf::{config_json, parse_config_json};
-use cppo_model::{Architecture, ModelConfig, ModelIoError, RopeScaling};
+use cppo_io::hf::{config_json, parse_config_json};
+use cppo_io::{Architecture, ModelConfig, ModelIoError, RopeScaling};
 
 fn parse(text: &str) -> Result<ModelConfig, ModelIoError> {
     parse_config_json(text, Path::new("fixture/config.json"))

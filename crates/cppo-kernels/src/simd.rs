@@ -48,7 +48,7 @@ pub fn exp_scale_f32(z: &mut [f32], shift: f32, scale: f32) {
     }
 }
 
-pub(crate) fn dot_generic<T: num_traits::Float + std::ops::AddAssign>(a: &[T], b: &[T]) -> T {
+pub fn dot_generic<T: num_traits::Float + std::ops::AddAssign>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::zero(); 8];
     let mut ca = a.chunks_exact(8);
     let mut cb = b.chunks_exact(8);

@@ -117,18 +117,18 @@ fn check(g: &Gather, hidden: &Shape, w: &Shape) -> Result<(usize, usize)> {
 }
 
 /// Logits up to this size are kept by a training forward for its backward pass.
-pub(crate) const KEEP_LOGITS_BYTES: usize = 256 << 20;
+pub const KEEP_LOGITS_BYTES: usize = 256 << 20;
 
 /// The scored slots (flat output of `g.out_shape`), and per slot its row's log-normaliser and entropy;
 /// the logits chunk by chunk when asked to keep them and they fit.
-pub(crate) struct Scored<T> {
+pub struct Scored<T> {
     pub out: Vec<T>,
     pub lse: Vec<T>,
     pub entropy: Vec<f64>,
     pub logits: Option<Vec<Vec<T>>>,
 }
 
-pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize, keep: bool, mp: MatmulPrecision) -> Scored<T> {
+pub fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize, keep: bool, mp: MatmulPrecision) -> Scored<T> {
     let slots = g.rows.len();
     let hs = gather_rows(h, width, &g.rows);
     let vc = chunk(g.chunk_cols, slots, vocab);
@@ -183,7 +183,7 @@ pub(crate) fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, widt
 /// (vocab x width)` (overwritten) chunk by chunk; from `kept` chunks of the forward's logits when
 /// given, else recomputed.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn backward_into<T: Float>(
+pub fn backward_into<T: Float>(
     g: &Gather,
     kept: Option<Vec<Vec<T>>>,
     lse: &[T],
@@ -326,7 +326,7 @@ impl CustomOp2 for LogProbOp {
 mod tests {
     use super::*;
 
-    use crate::ops::test_values as values;
+    use crate::test_values as values;
 
     /// The backward pass gives the same gradients from the forward's kept logits as from recomputed
     /// ones, over several vocabulary chunks (the last one short).

@@ -38,7 +38,7 @@ impl<T> ViewMut<T> {
 }
 
 /// Threads for a parallel multiply, looked up once: candle's lookup reads /proc/cpuinfo on every call.
-pub(crate) fn threads() -> usize {
+pub fn threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(candle_core::utils::get_num_threads)
 }
@@ -49,7 +49,7 @@ pub(crate) fn threads() -> usize {
 /// # Safety
 /// Every view must address valid memory for the given sizes, and `dst` must not overlap `a` or `b`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul<T: Float>(
+pub unsafe fn matmul<T: Float>(
     precision: MatmulPrecision,
     m: usize,
     n: usize,

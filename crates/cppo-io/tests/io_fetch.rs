@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use cppo_model::fetch;
+use cppo_io::fetch;
 
 fn fake_python(bin: &Path, script: &str) {
     std::fs::create_dir_all(bin).unwrap();

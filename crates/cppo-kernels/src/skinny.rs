@@ -401,7 +401,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    use crate::ops::test_values as values;
+    use crate::test_values as values;
 
     #[test]
     #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]

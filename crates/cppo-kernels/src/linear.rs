@@ -55,7 +55,7 @@ fn forward<T: Float>(
 }
 
 /// `y (n x dout) = x (n x din) @ w (dout x din)^T (+ b)`.
-pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
+pub fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
     let n = x.len() / din.max(1);
     let mut y = vec![T::zero(); n * dout];
     if let Some(b) = b {
@@ -73,7 +73,7 @@ pub(crate) fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: u
 const SKINNY_ROWS: usize = 256;
 
 /// `y (+)= x @ w^T` in place (`add` keeps what `y` holds, e.g. the residual stream).
-pub(crate) fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
+pub fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
     let n = x.len() / din.max(1);
     if p == MatmulPrecision::Bf16
         && unsafe { T::matmul_bf16(n, dout, din, ViewMut::rows(y.as_mut_ptr(), dout), add, View::rows(x.as_ptr(), din), View::rows(w.as_ptr(), din).t(), T::one(), true) }
@@ -135,7 +135,7 @@ fn transpose_into<T: Float>(y: &mut [T], t: &[T], n: usize, dout: usize, add: bo
 }
 
 /// `dx (n x din) (+)= g (n x dout) @ w (dout x din)`.
-pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
+pub fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
     let n = g.len() / dout.max(1);
     unsafe {
         matmul(
@@ -154,7 +154,7 @@ pub(crate) fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, d
 }
 
 /// `dw (dout x din) = g (n x dout)^T @ x (n x din)`.
-pub(crate) fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
+pub fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];
     unsafe {
@@ -175,7 +175,7 @@ pub(crate) fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize, p
 }
 
 /// `db = the column sums of g (n x dout)`.
-pub(crate) fn grad_bias<T: Float>(g: &[T], dout: usize) -> Vec<T> {
+pub fn grad_bias<T: Float>(g: &[T], dout: usize) -> Vec<T> {
     let mut db = vec![T::zero(); dout];
     for row in g.chunks_exact(dout) {
         for (d, &v) in db.iter_mut().zip(row) {

@@ -116,7 +116,7 @@ impl Attention {
         q.contiguous()?.apply_op3(&k.contiguous()?, &v.contiguous()?, self)
     }
 
-    pub(crate) fn check(&self, q: &Shape, k: &Shape, v: &Shape) -> Result<()> {
+    pub fn check(&self, q: &Shape, k: &Shape, v: &Shape) -> Result<()> {
         let rows = self.layout.rows;
         let (qw, kw) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
         if q.dims() != [rows, qw] || k.dims() != [rows, kw] || v.dims() != [rows, kw] {
@@ -141,7 +141,7 @@ impl Attention {
 
 /// Keys and values seen by a block of queries: `rows` rows, `rs` elements apart.
 #[derive(Clone, Copy)]
-pub(crate) struct Keys<T> {
+pub struct Keys<T> {
     pub k: *const T,
     pub v: *const T,
     pub rs: usize,
@@ -220,7 +220,7 @@ unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: us
 ///
 /// # Safety
 /// The views and segments must address valid memory of the given sizes; `out` must not alias them.
-pub(crate) unsafe fn head_forward<T: Float>(
+pub unsafe fn head_forward<T: Float>(
     nq: usize,
     q: View<T>,
     segs: &[Keys<T>],
@@ -330,7 +330,7 @@ fn segments<T>(op: &Attention, span: &Span, k: *const T, v: *const T, kh: usize)
     segs
 }
 
-pub(crate) fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
+pub fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let qw = h * d;
@@ -358,7 +358,7 @@ pub(crate) fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Ve
 }
 
 /// Returns (dq, dk, dv) before the rotary embedding.
-pub(crate) fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T]) -> (Vec<T>, Vec<T>, Vec<T>) {
+pub fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T]) -> (Vec<T>, Vec<T>, Vec<T>) {
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let (qw, kw) = (h * d, op.kv_heads * d);

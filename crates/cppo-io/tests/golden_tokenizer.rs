@@ -1,7 +1,7 @@
 //! The SmolLM2 GGUF's tokenizer and chat template against transformers' output
 //! (testdata/golden/smollm2-135m-instruct.json, see its README.md).
 
-use cppo_model::{fetch, gguf, ChatMessage};
+use cppo_io::{fetch, gguf, ChatMessage};
 use serde::Deserialize;
 
 const GOLDEN: &str = concat!(

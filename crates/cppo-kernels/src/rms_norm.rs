@@ -21,7 +21,7 @@ fn block_rows(d: usize) -> usize {
     (16384 / d.max(1)).max(1)
 }
 
-pub(crate) fn forward<T: Float>(x: &[T], w: &[T], eps: f64) -> Vec<T> {
+pub fn forward<T: Float>(x: &[T], w: &[T], eps: f64) -> Vec<T> {
     let d = w.len();
     let mut y = vec![T::zero(); x.len()];
     let eps = T::of(eps);
@@ -42,7 +42,7 @@ pub(crate) fn forward<T: Float>(x: &[T], w: &[T], eps: f64) -> Vec<T> {
 /// With xhat = x * r: dx = r * (g w - xhat * mean(g w xhat)), dw = sum over rows of g xhat.
 /// `dx` is overwritten, or added to when `accumulate` (a residual stream's gradient); returns dw, or
 /// nothing when `need_dw` is false.
-pub(crate) fn backward_into<T: Float>(
+pub fn backward_into<T: Float>(
     x: &[T],
     w: &[T],
     g: &[T],

@@ -88,7 +88,7 @@ unsafe fn pack_panel(src: *const f32, es: usize, ks: usize, count: usize, k: usi
 /// # Safety
 /// Every view must address valid memory for the given sizes, and `dst` must not overlap `a` or `b`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmul(m: usize, n: usize, k: usize, dst: ViewMut<f32>, accumulate: bool, a: View<f32>, b: View<f32>, scale: f32, parallel: bool) -> bool {
+pub unsafe fn matmul(m: usize, n: usize, k: usize, dst: ViewMut<f32>, accumulate: bool, a: View<f32>, b: View<f32>, scale: f32, parallel: bool) -> bool {
     if !available() {
         return false;
     }
@@ -247,8 +247,8 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::skinny::from_bf16;
-    use crate::ops::test_values as values;
+    use crate::skinny::from_bf16;
+    use crate::test_values as values;
     use proptest::prelude::*;
 
     /// The product of the bf16-rounded operands, summed in f64.
