@@ -1,0 +1,9 @@
+//! Every kernel run on the CPU under the CUDA emulation and compared with a plain Rust reference of
+//! the CPU op it stands for, on fresh random inputs, odd sizes and several geometries.
+
+mod check;
+mod emu;
+
+mod elementwise;
+mod rms_norm;
+mod rows;
