@@ -113,6 +113,12 @@ pub fn program(file: &Source) -> String {
     format!("#line 1 \"common.cuh\"\n{COMMON}\n#line 1 \"{}\"\n{}", file.name, file.code)
 }
 
+/// NVRTC's options for `arch` (`compute_90` gives PTX the driver finishes, `sm_90` a cubin). The
+/// maths stays IEEE (no fast-math): the kernels must match the CPU ops to rounding.
+pub fn nvrtc_options(arch: &str) -> Vec<String> {
+    vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "-lineinfo".into()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ pub mod geometry;
 pub mod index;
 pub mod kernels;
 pub mod launch;
-// pub mod nvrtc_lib;
+pub mod nvrtc_lib;
 pub mod ops;
 // pub mod plan;
 
