@@ -7,3 +7,6 @@ mod emu;
 mod elementwise;
 mod rms_norm;
 mod rows;
+mod rope;
+mod swiglu;
+mod attention;
