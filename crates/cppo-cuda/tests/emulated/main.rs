@@ -10,3 +10,7 @@ mod rows;
 mod rope;
 mod swiglu;
 mod attention;
+mod logprob;
+mod adamw;
+mod decode;
+mod sample;
