@@ -6,10 +6,12 @@
 // Not emulated: timing, memory-ordering weaker than a mutex handoff, grid-wide sync, inline PTX.
 #pragma once
 #include <math.h>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <pthread.h>
 #include <string>
@@ -43,23 +45,30 @@ namespace emu {
 
 struct Fault {};
 
-// The state of the block that is running; launches are serialised, so one exists at a time.
+// The running block; launches are serialised, so one exists at a time. Barriers synchronise through
+// their own mutex only (a warp's rounds through the warp's), so ThreadSanitizer sees exactly the
+// ordering a GPU guarantees and reports a missing barrier as a race. The counters that detect
+// deadlocks are relaxed atomics for the same reason: they must not order anything.
 struct Warp {
-    unsigned arrived = 0, exited = 0;
+    std::mutex mu;
+    std::condition_variable cv;
+    unsigned arrived = 0;
     unsigned long gen = 0;
     const char* site = "";
     unsigned long long slot[32], out[32];
-    std::condition_variable cv;
 };
 struct Block {
     std::mutex mu;
     std::condition_variable cv, done_cv;
-    unsigned n = 0, arrived = 0, exited = 0, waiting = 0;
+    unsigned n = 0, arrived = 0, done = 0;
     unsigned long gen = 0, block_gen = 0;
     const char* site = "";
-    bool failed = false;
+    std::atomic<unsigned> waiting{0}, exited{0};
+    std::atomic<bool> failed{false};
+    std::mutex err_mu;
     std::string error;
-    std::vector<Warp> warps;
+    unsigned nwarps = 0;
+    std::unique_ptr<Warp[]> warps;
     std::vector<unsigned char> dyn;
 };
 inline Block* g_block = nullptr;
@@ -71,73 +80,99 @@ inline std::string here() {
     return b;
 }
 
-// Records the first error, wakes every waiter (they rethrow) and unwinds this thread. Lock held.
-[[noreturn]] inline void fail(Block& b, const std::string& msg) {
-    if (!b.failed) { b.failed = true; b.error = msg; }
-    b.cv.notify_all();
-    b.done_cv.notify_all();
-    for (auto& w : b.warps) w.cv.notify_all();
+// Records the first error and wakes every waiter (they rethrow). Call with no lock held.
+inline void mark_failed(const std::string& msg) {
+    Block& b = *g_block;
+    {
+        std::lock_guard<std::mutex> g(b.err_mu);
+        if (b.error.empty()) b.error = msg;
+    }
+    b.failed.store(true);
+    {
+        std::lock_guard<std::mutex> g(b.mu);
+        b.cv.notify_all();
+        b.done_cv.notify_all();
+    }
+    for (unsigned i = 0; i < b.nwarps; i++) {
+        std::lock_guard<std::mutex> g(b.warps[i].mu);
+        b.warps[i].cv.notify_all();
+    }
+}
+[[noreturn]] inline void fail(const std::string& msg) {
+    mark_failed(msg);
     throw Fault{};
 }
 
 // Every live thread waits and none of the waits can end: a GPU would hang here.
-inline void check_deadlock(Block& b, const char* what, const char* line) {
-    if (b.waiting > 0 && b.waiting + b.exited == b.n)
-        fail(b, std::string("deadlock at ") + what + " " + line + ": " +
-                    std::to_string(b.exited) + " of " + std::to_string(b.n) +
-                    " threads exited, the rest wait (a barrier or warp operation in divergent code)");
+inline bool deadlocked(const Block& b) {
+    unsigned w = b.waiting.load(std::memory_order_relaxed), e = b.exited.load(std::memory_order_relaxed);
+    return w > 0 && w + e == b.n;
+}
+inline std::string deadlock_message(const Block& b, const char* what, const char* line) {
+    return std::string("deadlock at ") + what + " " + line + ": " + std::to_string(b.exited.load()) + " of " +
+           std::to_string(b.n) + " threads exited, the rest wait (a barrier or warp operation in divergent code)";
 }
 
 inline void syncthreads(const char* line) {
     Block& b = *g_block;
     std::unique_lock<std::mutex> lk(b.mu);
-    if (b.failed) throw Fault{};
+    if (b.failed.load()) throw Fault{};
     if (b.arrived == 0) b.site = line;
-    else if (std::strcmp(b.site, line) != 0)
-        fail(b, std::string("__syncthreads at ") + b.site + " and " + line +
-                    " met (" + here() + "): a barrier in divergent code");
+    else if (std::strcmp(b.site, line) != 0) {
+        std::string msg = std::string("__syncthreads at ") + b.site + " and " + line + " met (" + here() + "): a barrier in divergent code";
+        lk.unlock();
+        fail(msg);
+    }
     if (++b.arrived == b.n) {
         b.arrived = 0;
-        b.waiting -= b.n - 1;
+        b.waiting.fetch_sub(b.n - 1, std::memory_order_relaxed);
         b.gen++;
         b.cv.notify_all();
         return;
     }
-    b.waiting++;
-    check_deadlock(b, "__syncthreads", line);
+    b.waiting.fetch_add(1, std::memory_order_relaxed);
+    if (deadlocked(b)) {
+        std::string msg = deadlock_message(b, "__syncthreads", line);
+        lk.unlock();
+        fail(msg);
+    }
     unsigned long g = b.gen;
-    b.cv.wait(lk, [&] { return b.gen != g || b.failed; });
-    if (b.failed) throw Fault{};
+    b.cv.wait(lk, [&] { return b.gen != g || b.failed.load(); });
+    if (b.failed.load()) throw Fault{};
 }
 
 // All 32 lanes deposit a value; each gets the snapshot of the round.
 inline const unsigned long long* warp_round(unsigned mask, unsigned long long v, const char* line) {
     Block& b = *g_block;
-    std::unique_lock<std::mutex> lk(b.mu);
-    if (b.failed) throw Fault{};
-    if (mask != 0xffffffffu) fail(b, std::string("warp operation with a partial mask at ") + line);
-    if (b.n % 32 != 0)
-        fail(b, std::string("warp operation at ") + line + " in a block of " + std::to_string(b.n) +
-                    " threads (not whole warps)");
+    if (b.failed.load()) throw Fault{};
+    if (mask != 0xffffffffu) fail(std::string("warp operation with a partial mask at ") + line);
+    if (b.n % 32 != 0) fail(std::string("warp operation at ") + line + " in a block of " + std::to_string(b.n) + " threads (not whole warps)");
     Warp& w = b.warps[t_tid / 32];
+    std::unique_lock<std::mutex> lk(w.mu);
     if (w.arrived == 0) w.site = line;
-    else if (std::strcmp(w.site, line) != 0)
-        fail(b, std::string("warp operations at ") + w.site + " and " + line +
-                    " met (" + here() + "): divergent lanes");
+    else if (std::strcmp(w.site, line) != 0) {
+        std::string msg = std::string("warp operations at ") + w.site + " and " + line + " met (" + here() + "): divergent lanes";
+        lk.unlock();
+        fail(msg);
+    }
     w.slot[t_tid % 32] = v;
     if (++w.arrived == 32) {
         std::memcpy(w.out, w.slot, sizeof w.out);
         w.arrived = 0;
-        b.waiting -= 31;
+        b.waiting.fetch_sub(31, std::memory_order_relaxed);
         w.gen++;
         w.cv.notify_all();
         return w.out;
     }
-    b.waiting++;
-    check_deadlock(b, "warp operation", line);
+    b.waiting.fetch_add(1, std::memory_order_relaxed);
+    if (deadlocked(b)) {
+        std::string msg = deadlock_message(b, "warp operation", line);
+        lk.unlock();
+        fail(msg);
+    }
     unsigned long g = w.gen;
-    w.cv.wait(lk, [&] { return w.gen != g || b.failed; });
-    if (b.failed) throw Fault{};
+    w.cv.wait(lk, [&] { return w.gen != g || b.failed.load(); });
+    if (b.failed.load()) throw Fault{};
     // `out` is only rewritten when the next round completes, which needs this lane.
     return w.out;
 }
@@ -151,7 +186,7 @@ template <typename T> unsigned long long bits(T v) {
 template <typename T> T unbits(unsigned long long u) { T v; std::memcpy(&v, &u, sizeof(T)); return v; }
 inline unsigned lane() { return t_tid % 32; }
 inline void full_width(int width, const char* line) {
-    if (width != 32) fail(*g_block, "warp operation of width " + std::to_string(width) + " at " + line);
+    if (width != 32) fail("warp operation of width " + std::to_string(width) + " at " + line);
 }
 
 template <typename T> T shfl(const char* line, unsigned mask, T v, int src, int width = 32) {
@@ -220,32 +255,32 @@ inline void* thread_main(void* arg) {
         for (unsigned y = 0; y < l.grid.y; y++)
             for (unsigned x = 0; x < l.grid.x; x++) {
                 blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
-                bool ok = true;
-                try { l.body(l.ctx); } catch (const Fault&) { ok = false; } catch (...) {
-                    std::lock_guard<std::mutex> lk(b.mu);
-                    if (!b.failed) { b.failed = true; b.error = "C++ exception in a kernel (" + here() + ")"; }
-                    ok = false;
-                }
-                std::unique_lock<std::mutex> lk(b.mu);
-                if (!ok || b.failed) {
-                    b.failed = true;
-                    b.cv.notify_all(); b.done_cv.notify_all();
-                    for (auto& w : b.warps) w.cv.notify_all();
+                try {
+                    l.body(l.ctx);
+                } catch (const Fault&) {
+                    return nullptr;
+                } catch (...) {
+                    mark_failed("C++ exception in a kernel (" + here() + ")");
                     return nullptr;
                 }
-                b.exited++;
-                try { check_deadlock(b, "kernel exit", ""); } catch (const Fault&) { return nullptr; }
+                if (b.failed.load()) return nullptr;
+                b.exited.fetch_add(1, std::memory_order_relaxed);
+                if (deadlocked(b)) {
+                    mark_failed(deadlock_message(b, "kernel exit of", here().c_str()));
+                    return nullptr;
+                }
                 // The block ends when its last thread does; the next one starts with fresh shared memory.
-                if (b.exited == b.n) {
-                    b.exited = 0;
-                    for (auto& w : b.warps) w.exited = 0;
+                std::unique_lock<std::mutex> lk(b.mu);
+                if (++b.done == b.n) {
+                    b.done = 0;
+                    b.exited.store(0, std::memory_order_relaxed);
                     std::memset(b.dyn.data(), 0xff, b.dyn.size());
                     b.block_gen++;
                     b.done_cv.notify_all();
                 } else {
                     unsigned long g = b.block_gen;
-                    b.done_cv.wait(lk, [&] { return b.block_gen != g || b.failed; });
-                    if (b.failed) return nullptr;
+                    b.done_cv.wait(lk, [&] { return b.block_gen != g || b.failed.load(); });
+                    if (b.failed.load()) return nullptr;
                 }
             }
     return nullptr;
@@ -260,7 +295,8 @@ inline std::string launch(dim3 grid, dim3 block, size_t dyn_bytes, void (*body)(
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return "empty grid";
     Block b;
     b.n = n;
-    b.warps = std::vector<Warp>((n + 31) / 32);
+    b.nwarps = (n + 31) / 32;
+    b.warps.reset(new Warp[b.nwarps]);
     // Shared memory starts as NaN bytes: a kernel that reads what it did not write sees garbage.
     b.dyn.assign(dyn_bytes, 0xff);
     g_block = &b;
@@ -280,11 +316,7 @@ inline std::string launch(dim3 grid, dim3 block, size_t dyn_bytes, void (*body)(
             return thread_main(s->l);
         };
         if (pthread_create(&threads[t], &attr, entry, &starts[t]) != 0) {
-            std::lock_guard<std::mutex> lk(b.mu);
-            b.failed = true;
-            b.error = "cannot start thread " + std::to_string(t);
-            b.cv.notify_all(); b.done_cv.notify_all();
-            for (auto& w : b.warps) w.cv.notify_all();
+            mark_failed("cannot start thread " + std::to_string(t));
             break;
         }
         started++;
@@ -292,7 +324,7 @@ inline std::string launch(dim3 grid, dim3 block, size_t dyn_bytes, void (*body)(
     pthread_attr_destroy(&attr);
     for (unsigned t = 0; t < started; t++) pthread_join(threads[t], nullptr);
     g_block = nullptr;
-    return b.failed ? b.error : std::string();
+    return b.failed.load() ? b.error : std::string();
 }
 
 }  // namespace emu

@@ -1,5 +1,9 @@
 //! The kernels compiled as C++ for this CPU under `emu/cuda_emu.h`, loaded as a shared library, and a
 //! `Launcher` over it whose device memory is host memory with guard bytes around every buffer.
+//!
+//! ThreadSanitizer, by hand (Rust's own std is not instrumented, so its channel shows up too):
+//! `CPPO_EMU_CXXFLAGS="-fsanitize=thread -g -O1" cargo test -p cppo-cuda --test emulated --no-run`,
+//! then run that test binary with the same variable and `LD_PRELOAD=$(gcc -print-file-name=libtsan.so)`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -10,6 +14,16 @@ use std::sync::OnceLock;
 
 use cppo_cuda::kernels::{Kernel, KERNELS, SOURCES};
 use cppo_cuda::{Buf, DType, Error, LaunchConfig, Launcher, Result};
+
+/// The emulation's own test kernels (`emu/selftest.cu`), all `(int* out, int n)`.
+pub static SELFTEST: &[Kernel] = &[
+    Kernel { name: "emu_divergent_barrier", sig: "pi", file: "selftest.cu" },
+    Kernel { name: "emu_two_barriers", sig: "pi", file: "selftest.cu" },
+    Kernel { name: "emu_partial_mask", sig: "pi", file: "selftest.cu" },
+    Kernel { name: "emu_warp_ops", sig: "pi", file: "selftest.cu" },
+    Kernel { name: "emu_shared", sig: "pi", file: "selftest.cu" },
+    Kernel { name: "emu_write_past", sig: "pi", file: "selftest.cu" },
+];
 
 type LaunchFn = unsafe extern "C" fn(i32, *const u32, *const u32, usize, *mut *mut c_void, *mut c_char, usize) -> i32;
 
@@ -37,9 +51,10 @@ fn wrapper(root: &Path) -> String {
     for f in SOURCES {
         s += &inc(&format!("kernels/{}", f.name));
     }
+    s += &inc("emu/selftest.cu");
     s += &inc("emu/exports.h");
     s += "static const emu::Entry cppo_entries[] = {\n";
-    for k in KERNELS {
+    for k in KERNELS.iter().chain(SELFTEST) {
         s += &format!("    EMU_ENTRY({}),\n", k.name);
     }
     s += "};\nEMU_EXPORTS(cppo_entries)\n";
@@ -54,7 +69,7 @@ fn build() -> std::result::Result<PathBuf, String> {
     let mut h = DefaultHasher::new();
     src.hash(&mut h);
     extra.hash(&mut h);
-    for p in ["emu/cuda_emu.h", "emu/exports.h", "kernels/common.cuh"] {
+    for p in ["emu/cuda_emu.h", "emu/exports.h", "emu/selftest.cu", "kernels/common.cuh"] {
         std::fs::read(root.join(p)).map_err(|e| format!("{p}: {e}"))?.hash(&mut h);
     }
     for f in SOURCES {
@@ -110,7 +125,7 @@ fn load() -> std::result::Result<Lib, String> {
         // SAFETY: both return pointers to static NUL-terminated strings of the library.
         let (n, s) = unsafe { (CStr::from_ptr(name(i)), CStr::from_ptr(sig(i))) };
         let (n, s) = (n.to_string_lossy().into_owned(), s.to_string_lossy().into_owned());
-        let k = KERNELS.iter().find(|k| k.name == n).expect("the table is made from KERNELS");
+        let k = KERNELS.iter().chain(SELFTEST).find(|k| k.name == n).expect("the table is made from KERNELS and SELFTEST");
         if k.sig != s {
             wrong.push(format!("{n}: declared `{}`, the source has `{s}`", k.sig));
         }

@@ -3,6 +3,7 @@
 
 mod check;
 mod emu;
+mod emulator;
 
 mod elementwise;
 mod rms_norm;
