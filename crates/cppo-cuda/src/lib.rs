@@ -22,7 +22,7 @@ pub mod kernels;
 pub mod launch;
 pub mod nvrtc_lib;
 pub mod ops;
-// pub mod plan;
+pub mod plan;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
