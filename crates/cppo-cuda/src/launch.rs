@@ -96,7 +96,7 @@ pub fn launch(l: &mut (impl Launcher + ?Sized), name: &str, cfg: LaunchConfig, a
         return Ok(());
     }
     let threads = cfg.threads();
-    if threads == 0 || threads > MAX_BLOCK as u64 || threads % 32 != 0 {
+    if threads == 0 || threads > MAX_BLOCK as u64 || !threads.is_multiple_of(32) {
         return Err(Error::Launch { kernel: k.name, detail: format!("block {:?}: whole warps, at most {MAX_BLOCK} threads", cfg.block) });
     }
     if cfg.grid.1 > 65535 || cfg.grid.2 > 65535 || cfg.grid.0 > i32::MAX as u32 {

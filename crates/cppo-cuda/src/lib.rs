@@ -16,6 +16,7 @@
 
 pub mod buf;
 pub mod error;
+pub mod gemm;
 pub mod geometry;
 pub mod index;
 pub mod kernels;

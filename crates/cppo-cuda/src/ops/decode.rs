@@ -94,7 +94,7 @@ pub fn attention(l: &mut dyn Launcher, t: &Tune, c: &CacheShape, heads: usize, q
     q.need(OP, "queries", FLOAT, n * heads * d)?;
     out.need(OP, "out", FLOAT, n * heads * d)?;
     segs.need(OP, "segments", I32, 6 * n)?;
-    if c.kv_heads == 0 || heads % c.kv_heads != 0 {
+    if c.kv_heads == 0 || !heads.is_multiple_of(c.kv_heads) {
         return Err(Error::shape(OP, format!("{heads} heads over {} kv heads", c.kv_heads)));
     }
     let mut max_keys = 1;

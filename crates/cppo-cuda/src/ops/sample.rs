@@ -28,7 +28,7 @@ pub fn sample(l: &mut dyn Launcher, t: &Tune, logits: Buf, probs: Buf, u: Buf, t
     u.need(OP, "draws", &[DType::F64], rows)?;
     token.need(OP, "tokens", I32, rows)?;
     logprob.need(OP, "log-probs", F32, rows)?;
-    if !(p.temperature >= 0.0 && p.temperature.is_finite()) || !(p.top_p > 0.0 && p.top_p <= 1.0) {
+    if !(p.temperature >= 0.0 && p.temperature.is_finite() && p.top_p > 0.0 && p.top_p <= 1.0) {
         return Err(Error::shape(OP, format!("{p:?}")));
     }
     let greedy = p.temperature <= 0.0;

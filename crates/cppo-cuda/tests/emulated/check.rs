@@ -44,11 +44,13 @@ pub fn store_rel(dtype: DType) -> f64 {
 #[track_caller]
 pub fn assert_close(what: &str, got: &[f32], want: &[f64], rel: f64, abs: f64) {
     assert_eq!(got.len(), want.len(), "{what}: {} values, expected {}", got.len(), want.len());
+    // NaN compares false, so it is never within bounds.
+    let within = |err: f64, bound: f64| matches!(err.partial_cmp(&bound), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal));
     let mut worst: Option<(usize, f64)> = None;
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let err = (g as f64 - w).abs();
         let bound = abs + rel * w.abs();
-        if !(err <= bound) {
+        if !within(err, bound) {
             let excess = if err.is_nan() { f64::INFINITY } else { err / bound };
             if worst.is_none_or(|(_, e)| excess > e) {
                 worst = Some((i, excess));
@@ -56,7 +58,7 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], rel: f64, abs: f64) {
         }
     }
     if let Some((i, _)) = worst {
-        let bad = got.iter().zip(want).filter(|(&g, &w)| !((g as f64 - w).abs() <= abs + rel * w.abs())).count();
+        let bad = got.iter().zip(want).filter(|(&g, &w)| !within((g as f64 - w).abs(), abs + rel * w.abs())).count();
         panic!("{what}: {bad} of {} values out of bounds; worst at {i}: got {}, want {} (rel {rel:e}, abs {abs:e})", got.len(), got[i], want[i]);
     }
 }
