@@ -108,9 +108,19 @@ inline bool deadlocked(const Block& b) {
     unsigned w = b.waiting.load(std::memory_order_relaxed), e = b.exited.load(std::memory_order_relaxed);
     return w > 0 && w + e == b.n;
 }
-inline std::string deadlock_message(const Block& b, const char* what, const char* line) {
-    return std::string("deadlock at ") + what + " " + line + ": " + std::to_string(b.exited.load()) + " of " +
-           std::to_string(b.n) + " threads exited, the rest wait (a barrier or warp operation in divergent code)";
+// Where the stuck threads wait. Called with no lock held (nothing moves any more).
+inline std::string deadlock_message(Block& b, const std::string& what) {
+    std::string sites;
+    {
+        std::lock_guard<std::mutex> g(b.mu);
+        if (b.arrived > 0) sites += std::string(" __syncthreads at ") + b.site + " (" + std::to_string(b.arrived) + " threads);";
+    }
+    for (unsigned i = 0; i < b.nwarps; i++) {
+        std::lock_guard<std::mutex> g(b.warps[i].mu);
+        if (b.warps[i].arrived > 0) sites += std::string(" warp ") + std::to_string(i) + " at " + b.warps[i].site + ";";
+    }
+    return "deadlock (" + what + "): " + std::to_string(b.exited.load()) + " of " + std::to_string(b.n) +
+           " threads exited, the rest wait:" + sites + " a barrier or warp operation in divergent code";
 }
 
 inline void syncthreads(const char* line) {
@@ -132,9 +142,8 @@ inline void syncthreads(const char* line) {
     }
     b.waiting.fetch_add(1, std::memory_order_relaxed);
     if (deadlocked(b)) {
-        std::string msg = deadlock_message(b, "__syncthreads", line);
         lk.unlock();
-        fail(msg);
+        fail(deadlock_message(b, here()));
     }
     unsigned long g = b.gen;
     b.cv.wait(lk, [&] { return b.gen != g || b.failed.load(); });
@@ -166,9 +175,8 @@ inline const unsigned long long* warp_round(unsigned mask, unsigned long long v,
     }
     b.waiting.fetch_add(1, std::memory_order_relaxed);
     if (deadlocked(b)) {
-        std::string msg = deadlock_message(b, "warp operation", line);
         lk.unlock();
-        fail(msg);
+        fail(deadlock_message(b, here()));
     }
     unsigned long g = w.gen;
     w.cv.wait(lk, [&] { return w.gen != g || b.failed.load(); });
@@ -266,7 +274,7 @@ inline void* thread_main(void* arg) {
                 if (b.failed.load()) return nullptr;
                 b.exited.fetch_add(1, std::memory_order_relaxed);
                 if (deadlocked(b)) {
-                    mark_failed(deadlock_message(b, "kernel exit of", here().c_str()));
+                    mark_failed(deadlock_message(b, here() + " exited last"));
                     return nullptr;
                 }
                 // The block ends when its last thread does; the next one starts with fresh shared memory.
