@@ -101,6 +101,29 @@ impl Device {
         Ok(b)
     }
 
+    /// A new buffer of `len` elements of `dtype` holding `bytes`.
+    pub fn upload_bytes(&self, dtype: DType, len: usize, bytes: &[u8]) -> Result<DeviceBuffer> {
+        if bytes.len() != len * dtype.size() {
+            return Err(Error::Driver(format!("{} bytes for {len} x {dtype:?}", bytes.len())));
+        }
+        let mut b = self.alloc(dtype, len)?;
+        if !bytes.is_empty() {
+            self.stream.memcpy_htod(bytes, &mut b.slice).map_err(|e| driver("copying to the device", e))?;
+        }
+        Ok(b)
+    }
+
+    /// The buffer's bytes, after everything queued before has run.
+    pub fn download_bytes(&self, b: &DeviceBuffer) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; b.len * b.dtype.size()];
+        if !out.is_empty() {
+            let view = b.slice.slice(0..out.len());
+            self.stream.memcpy_dtoh(&view, out.as_mut_slice()).map_err(|e| driver("copying from the device", e))?;
+        }
+        self.synchronize()?;
+        Ok(out)
+    }
+
     /// The buffer's contents, after everything queued before has run.
     pub fn download<T: Copy + Default>(&self, b: &DeviceBuffer) -> Result<Vec<T>> {
         if std::mem::size_of::<T>() != b.dtype.size() {

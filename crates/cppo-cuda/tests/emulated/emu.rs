@@ -180,59 +180,118 @@ impl Elem for half::bf16 {
     }
 }
 
-/// A fresh emulated device: its buffers live as long as it does.
-#[derive(Default)]
+/// Where a test's kernels run: the CPU emulation, or, with `--features cuda` and
+/// `CPPO_TEST_DEVICE=cuda`, the GPU (the same tests then check the device against the references;
+/// that mode has never run: no GPU has been available).
+enum Target {
+    Cpu(Vec<Alloc>),
+    #[cfg(feature = "cuda")]
+    Gpu(cppo_cuda::cuda::Device, Vec<cppo_cuda::cuda::DeviceBuffer>),
+}
+
+/// A fresh device for one test: its buffers live as long as it does.
 pub struct Emu {
-    allocs: Vec<Alloc>,
+    target: Target,
     pub launches: Vec<&'static str>,
+}
+
+/// Whether the tests run on the GPU (`CPPO_TEST_DEVICE=cuda`).
+pub fn on_gpu() -> bool {
+    std::env::var("CPPO_TEST_DEVICE").is_ok_and(|v| v == "cuda")
 }
 
 impl Emu {
     pub fn new() -> Emu {
-        Emu::default()
+        if on_gpu() {
+            #[cfg(feature = "cuda")]
+            {
+                let dev = cppo_cuda::cuda::Device::new(0).expect("CPPO_TEST_DEVICE=cuda needs a GPU");
+                return Emu { target: Target::Gpu(dev, Vec::new()), launches: Vec::new() };
+            }
+            #[cfg(not(feature = "cuda"))]
+            panic!("CPPO_TEST_DEVICE=cuda needs --features cuda");
+        }
+        Emu::cpu()
+    }
+
+    /// The CPU emulation whatever `CPPO_TEST_DEVICE` says (the emulation's own tests).
+    pub fn cpu() -> Emu {
+        Emu { target: Target::Cpu(Vec::new()), launches: Vec::new() }
     }
 
     /// `len` elements of `dtype`, every byte 0xFF: NaN as f32, bf16 and f64, -1 as an integer.
     pub fn alloc(&mut self, dtype: DType, len: usize) -> Buf {
-        let bytes = len * dtype.size();
-        let mut mem = vec![GUARD_BYTE; bytes + 2 * GUARD];
-        mem[GUARD..GUARD + bytes].fill(0xFF);
-        let addr = mem.as_ptr() as u64 + GUARD as u64;
-        self.allocs.push(Alloc { mem, bytes });
-        Buf::new(addr, dtype, len)
+        self.upload_bytes(dtype, len, &vec![0xFF; len * dtype.size()])
+    }
+
+    fn upload_bytes(&mut self, dtype: DType, len: usize, bytes: &[u8]) -> Buf {
+        match &mut self.target {
+            Target::Cpu(allocs) => {
+                let mut mem = vec![GUARD_BYTE; bytes.len() + 2 * GUARD];
+                mem[GUARD..GUARD + bytes.len()].copy_from_slice(bytes);
+                let addr = mem.as_ptr() as u64 + GUARD as u64;
+                allocs.push(Alloc { mem, bytes: bytes.len() });
+                Buf::new(addr, dtype, len)
+            }
+            #[cfg(feature = "cuda")]
+            Target::Gpu(dev, bufs) => {
+                let b = dev.upload_bytes(dtype, len, bytes).expect("device upload");
+                let buf = b.buf();
+                bufs.push(b);
+                buf
+            }
+        }
     }
 
     pub fn upload<T: Elem>(&mut self, data: &[T]) -> Buf {
-        let b = self.alloc(T::DTYPE, data.len());
-        let a = self.allocs.last_mut().expect("just allocated");
         let n = T::DTYPE.size();
+        let mut bytes = vec![0u8; data.len() * n];
         for (i, &v) in data.iter().enumerate() {
-            v.write(&mut a.mem[GUARD + i * n..GUARD + (i + 1) * n]);
+            v.write(&mut bytes[i * n..(i + 1) * n]);
         }
-        b
+        self.upload_bytes(T::DTYPE, data.len(), &bytes)
     }
 
     /// The contents of `b` (which may be a slice of an allocation).
     pub fn read<T: Elem>(&self, b: Buf) -> Vec<T> {
         assert_eq!(b.dtype, T::DTYPE, "reading a {:?} buffer", b.dtype);
-        let a = self
-            .allocs
-            .iter()
-            .find(|a| {
-                let start = a.mem.as_ptr() as u64 + GUARD as u64;
-                b.addr >= start && b.addr + (b.len * b.dtype.size()) as u64 <= start + a.bytes as u64
-            })
-            .expect("a buffer of this emulated device");
-        let off = (b.addr - a.mem.as_ptr() as u64) as usize;
         let n = T::DTYPE.size();
-        (0..b.len).map(|i| T::read(&a.mem[off + i * n..off + (i + 1) * n])).collect()
+        let end = b.addr + (b.len * n) as u64;
+        let (bytes, off): (Vec<u8>, usize) = match &self.target {
+            Target::Cpu(allocs) => {
+                let a = allocs
+                    .iter()
+                    .find(|a| {
+                        let start = a.mem.as_ptr() as u64 + GUARD as u64;
+                        b.addr >= start && end <= start + a.bytes as u64
+                    })
+                    .expect("a buffer of this device");
+                (a.mem.clone(), (b.addr - a.mem.as_ptr() as u64) as usize)
+            }
+            #[cfg(feature = "cuda")]
+            Target::Gpu(dev, bufs) => {
+                let d = bufs
+                    .iter()
+                    .find(|d| {
+                        let s = d.buf();
+                        b.addr >= s.addr && end <= s.addr + (s.len * s.dtype.size()) as u64
+                    })
+                    .expect("a buffer of this device");
+                (dev.download_bytes(d).expect("device read"), (b.addr - d.buf().addr) as usize)
+            }
+        };
+        (0..b.len).map(|i| T::read(&bytes[off + i * n..off + (i + 1) * n])).collect()
     }
 
     fn check_guards(&self, kernel: &'static str) -> Result<()> {
-        for a in &self.allocs {
-            let (head, tail) = (&a.mem[..GUARD], &a.mem[GUARD + a.bytes..]);
-            if head.iter().chain(tail).any(|&b| b != GUARD_BYTE) {
-                return Err(Error::Launch { kernel, detail: format!("wrote outside a buffer of {} bytes", a.bytes) });
+        // Without the cuda feature the CPU is the only target.
+        #[allow(irrefutable_let_patterns)]
+        if let Target::Cpu(allocs) = &self.target {
+            for a in allocs {
+                let (head, tail) = (&a.mem[..GUARD], &a.mem[GUARD + a.bytes..]);
+                if head.iter().chain(tail).any(|&b| b != GUARD_BYTE) {
+                    return Err(Error::Launch { kernel, detail: format!("wrote outside a buffer of {} bytes", a.bytes) });
+                }
             }
         }
         Ok(())
@@ -241,6 +300,12 @@ impl Emu {
 
 impl Launcher for Emu {
     fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[cppo_cuda::Arg]) -> Result<()> {
+        self.launches.push(k.name);
+        #[cfg(feature = "cuda")]
+        if let Target::Gpu(dev, _) = &mut self.target {
+            let r = dev.launch_raw(k, cfg, args);
+            return r.and_then(|()| dev.synchronize());
+        }
         let lib = lib();
         let i = *lib.index.get(k.name).expect("every kernel is exported");
         let mut slots: Vec<u64> = args.iter().map(|a| u64::from_ne_bytes(a.bytes())).collect();
@@ -252,12 +317,19 @@ impl Launcher for Emu {
         // the alignment of a u64. Pointer arguments are buffers of this emulated device, sized by the
         // launch functions' checks.
         let rc = unsafe { (lib.launch)(i, grid.as_ptr(), block.as_ptr(), cfg.shared_mem_bytes as usize, ptrs.as_mut_ptr(), err.as_mut_ptr(), err.len()) };
-        self.launches.push(k.name);
         if rc != 0 {
             // SAFETY: the library wrote a NUL-terminated message into `err` (snprintf).
             let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
             return Err(Error::Launch { kernel: k.name, detail: msg });
         }
         self.check_guards(k.name)
+    }
+
+    fn max_shared_bytes(&self) -> u32 {
+        match &self.target {
+            #[cfg(feature = "cuda")]
+            Target::Gpu(dev, _) => dev.max_shared_bytes(),
+            _ => cppo_cuda::launch::DEFAULT_SHARED_BYTES,
+        }
     }
 }

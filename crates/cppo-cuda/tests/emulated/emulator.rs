@@ -7,7 +7,7 @@ use crate::emu::{Emu, SELFTEST};
 
 fn run(name: &str, grid: u32, block: u32, shared: u32, n: i32, len: usize) -> (Emu, cppo_cuda::Buf, cppo_cuda::Result<()>) {
     let k = SELFTEST.iter().find(|k| k.name == name).expect("a selftest kernel");
-    let mut emu = Emu::new();
+    let mut emu = Emu::cpu();
     let out = emu.alloc(DType::I32, len);
     let r = emu.launch_raw(k, LaunchConfig::blocks(grid, block).with_shared(shared), &[out.into(), Arg::I32(n)]);
     (emu, out, r)
