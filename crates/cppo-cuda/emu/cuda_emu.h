@@ -1,9 +1,15 @@
 // Runs CUDA kernels on the CPU, for tests: one OS thread per GPU thread of a block, the blocks of a
-// launch one after another (so a function-local `static` is exactly a block's `__shared__`).
-// Barriers and warp operations are real rendezvous of those threads; misuse that a GPU would turn into
-// a hang or silent garbage (a barrier in divergent code, a warp operation with a partial mask or in a
-// partial warp, threads that exit while others wait) becomes an error naming the source line.
-// Not emulated: timing, memory-ordering weaker than a mutex handoff, grid-wide sync, inline PTX.
+// launch one after another (so a function-local `static` is exactly a block's `__shared__`), launches
+// one at a time. Barriers and warp operations are real rendezvous of those threads; misuse that a GPU
+// would turn into a hang or silent garbage (a barrier in divergent code, a warp operation with a
+// partial mask or in a partial warp, threads that exit while others wait) becomes an error naming
+// the source line. Dynamic shared memory (`dynamic_shared<T>()`) and every block's start fill it with
+// 0xff bytes (NaN), so a read of what was not written shows.
+// Limits: no timing; lanes of a warp run independently (code that relies on implicit lockstep fails,
+// as it may on Volta and later); only full-mask, full-warp shuffles, ballot/any/all and
+// __syncwarp; atomics are add, min and max; blocks never run concurrently, so a kernel that waits on
+// another block hangs; no grid sync, __threadfence, volatile semantics, inline PTX, mma/wgmma, TMA or
+// cp.async; at most 1024 threads of 1 MiB stack each.
 #pragma once
 #include <math.h>
 #include <atomic>

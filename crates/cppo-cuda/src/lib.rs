@@ -5,11 +5,16 @@
 //!   matrix product, header-free (bf16 by integer arithmetic), compiled at run time by NVRTC. The
 //!   tests compile the same files as C++ under `emu/cuda_emu.h`, which runs a block as one OS thread
 //!   per GPU thread with real barriers and warp exchanges, and compare every kernel with a plain Rust
-//!   reference; a second test compiles every file with NVRTC for sm_90.
-//! - `ops`: the launch of each operation (checks, kernel choice by dtype, geometry, arguments) against
-//!   the `Launcher` trait, which the device implements and so does the emulation.
-//! - `plan`: the device memory a training run needs, printed at start.
-//! - `cuda` (feature `cuda`): device, stream, module cache and cuBLASLt wrappers over cudarc.
+//!   reference of the CPU op (`tests/emulated`); `tests/nvrtc.rs` compiles every file with NVRTC 13
+//!   for compute_90 and sm_90.
+//! - `kernels` lists every entry point with its parameter signature; `ops` launches each operation
+//!   (buffer checks, kernel choice by dtype, geometry, arguments) against the `Launcher` trait, which
+//!   the device implements and so does the emulation. `index` and `ops::attention::ScoreTable` are
+//!   the host-built tables some kernels read.
+//! - `gemm`: row-major products as cuBLASLt's column-major calls. `plan`: the device memory a run
+//!   needs, printed at start. `nvrtc_lib`: NVRTC from the PyPI wheel where no toolkit is installed.
+//! - `cuda` (feature `cuda`): device, stream, module cache and cuBLASLt products over cudarc 0.19
+//!   (dynamic loading: builds with no CUDA present). Never run on a GPU yet.
 //!
 //! Precision: weights for products in bf16, master weights, moments and gradients in f32; kernels
 //! compute in f32 (f64 where the CPU op does) and read or write f32 or bf16 as instantiated.
