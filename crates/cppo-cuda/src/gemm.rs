@@ -124,7 +124,9 @@ mod tests {
                 for j in 0..c.d.cols as usize {
                     let s: f64 = (0..k).map(|l| at(&c.x, c.trans_x, x, b, i, l) * at(&c.y, c.trans_y, y, b, l, j)).sum();
                     let o = b * c.d.batch_stride as usize + i + j * c.d.ld as usize;
-                    d[o] = c.alpha as f64 * s + c.beta as f64 * d[o];
+                    // With beta = 0 the old output is not read (it may be NaN).
+                    let old = if c.beta == 0.0 { 0.0 } else { c.beta as f64 * d[o] };
+                    d[o] = c.alpha as f64 * s + old;
                 }
             }
         }

@@ -4,6 +4,7 @@
 
 pub mod adamw;
 pub mod attention;
+pub mod attention_plan;
 pub mod decode;
 pub mod elementwise;
 pub mod logprob;

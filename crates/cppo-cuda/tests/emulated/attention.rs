@@ -1,8 +1,13 @@
-//! The softmax kernels composed with stand-in products into a whole attention over packed spans
-//! (shared prefixes, several questions, an empty prompt), against cppo-model's attention semantics
-//! written out directly: the score table's layout, the masks and the backward formula together.
+//! The attention's product plan (run here by a CPU model of cuBLASLt) and the softmax kernels
+//! together, over packed spans (shared prefixes, several questions, an empty prompt), against
+//! cppo-model's attention semantics written out directly: the score layout, the products' offsets,
+//! strides and accumulation, the masks and the backward formula.
 
+use std::collections::HashMap;
+
+use cppo_cuda::gemm::Batch;
 use cppo_cuda::ops::attention::{softmax_backward, softmax_forward, DeviceTable, ScoreTable, SpanShape};
+use cppo_cuda::ops::attention_plan::{self, Heads, Product, Role, Span as PlanSpan};
 use cppo_cuda::DType::{self, Bf16, F32};
 
 use crate::check::{assert_close, read_f32, rng, tunes, uniform};
@@ -92,35 +97,33 @@ fn reference(spans: &[Span], rows: usize, m: &Dims, q: &[f32], k: &[f32], v: &[f
     (out, dq, dk, dv)
 }
 
-fn shapes(spans: &[Span]) -> Vec<SpanShape> {
-    spans.iter().map(|s| SpanShape { len: s.len, prefix_len: s.prefix.map_or(0, |p| p.1) }).collect()
-}
-
-/// The cache row behind score column `c` of span `s`.
-fn key_row(s: &Span, c: usize) -> usize {
-    let pl = s.prefix.map_or(0, |p| p.1);
-    if c < pl {
-        s.prefix.expect("prefix columns need a prefix").0 + c
-    } else {
-        s.start + c - pl
-    }
-}
-
-/// What the products compute: for every span and head, `a[row i] . b[key row c]` into the score layout.
-fn products(table: &ScoreTable, spans: &[Span], m: &Dims, a: &[f32], b: &[f32]) -> Vec<f32> {
-    let mut s = vec![0f32; table.elements];
-    for (sp, span) in spans.iter().enumerate() {
-        for h in 0..m.heads {
-            let kh = h / (m.heads / m.kvh);
-            let (first, n, cols) = table.block(sp, h);
-            for i in 0..n {
-                for c in 0..cols {
-                    s[first + i * cols + c] = dot(&a[m.q(span.start + i, h)..][..m.d], &b[m.k(key_row(span, c), kh)..][..m.d]) as f32;
+/// The products as cuBLASLt computes them (row-major semantics of `Gemm`), in f64, on host buffers.
+fn run(products: &[Product], bufs: &mut HashMap<Role, Vec<f32>>) {
+    for p in products {
+        let g = &p.gemm;
+        let a = bufs[&p.a.0].clone();
+        let b = bufs[&p.b.0].clone();
+        let d = bufs.get_mut(&p.d.0).expect("an output buffer");
+        let batch = g.batch.unwrap_or(Batch { count: 1, stride_a: 0, stride_b: 0, stride_d: 0 });
+        for bi in 0..batch.count {
+            let (ao, bo, dof) = (p.a.1 + bi * batch.stride_a, p.b.1 + bi * batch.stride_b, p.d.1 + bi * batch.stride_d);
+            for i in 0..g.m {
+                for j in 0..g.n {
+                    let s: f64 = (0..g.k)
+                        .map(|l| {
+                            let av = if g.a.trans { a[ao + l * g.a.ld + i] } else { a[ao + i * g.a.ld + l] };
+                            let bv = if g.b.trans { b[bo + j * g.b.ld + l] } else { b[bo + l * g.b.ld + j] };
+                            av as f64 * bv as f64
+                        })
+                        .sum();
+                    // As cuBLAS: with beta = 0 the old output is not read (it may be NaN).
+                    let o = &mut d[dof + i * g.ld_d + j];
+                    let old = if g.beta == 0.0 { 0.0 } else { g.beta as f64 * *o as f64 };
+                    *o = (g.alpha as f64 * s + old) as f32;
                 }
             }
         }
     }
-    s
 }
 
 fn upload_table(emu: &mut Emu, t: &ScoreTable) -> DeviceTable {
@@ -128,61 +131,61 @@ fn upload_table(emu: &mut Emu, t: &ScoreTable) -> DeviceTable {
 }
 
 #[test]
-fn softmax_pieces_compose_into_the_cpu_attention_forward_and_backward() {
+fn the_product_plan_and_softmax_kernels_make_the_cpu_attention_forward_and_backward() {
     let mut r = rng("attention");
     let (spans, rows) = shared_prefixes(&[(5, &[4, 1, 3]), (3, &[6]), (0, &[2])]);
     let m = Dims { heads: 4, kvh: 2, d: 8 };
+    let heads = Heads { heads: m.heads, kv_heads: m.kvh, d: m.d };
     let scale = 1.0 / (m.d as f32).sqrt();
     let q = uniform(&mut r, rows * m.heads * m.d, -1.5, 1.5);
     let k = uniform(&mut r, rows * m.kvh * m.d, -1.5, 1.5);
     let v = uniform(&mut r, rows * m.kvh * m.d, -1.0, 1.0);
     let dout = uniform(&mut r, rows * m.heads * m.d, -1.0, 1.0);
     let (w_out, w_dq, w_dk, w_dv) = reference(&spans, rows, &m, &q, &k, &v, &dout);
-    let table = ScoreTable::new(m.heads, &shapes(&spans)).unwrap();
-    let s0 = products(&table, &spans, &m, &q, &k);
-    let dp0 = products(&table, &spans, &m, &dout, &v);
+    let plan_spans: Vec<PlanSpan> = spans.iter().map(|s| PlanSpan { start: s.start, len: s.len, prefix: s.prefix }).collect();
+    let table = ScoreTable::new(m.heads, &plan_spans.iter().map(|s| s.shape()).collect::<Vec<_>>()).unwrap();
+    let (fwd_before, fwd_after) = attention_plan::forward(&table, &plan_spans, heads);
+    let (bwd_before, bwd_after) = attention_plan::backward(&table, &plan_spans, heads, scale);
     for t in tunes() {
         for pd in [F32, Bf16] {
             // bf16 probabilities round every term of the sums below by up to 2^-9 (values ~1).
             let tol = if pd == Bf16 { 1e-2 } else { 2e-5 };
+            let nan = |n: usize| vec![f32::NAN; n];
+            let mut bufs: HashMap<Role, Vec<f32>> = HashMap::from([
+                (Role::Q, q.clone()),
+                (Role::K, k.clone()),
+                (Role::V, v.clone()),
+                (Role::DOut, dout.clone()),
+                (Role::Out, nan(q.len())),
+                (Role::Scores, nan(table.elements)),
+                (Role::DProbs, nan(table.elements)),
+                (Role::DQ, nan(q.len())),
+                (Role::DK, vec![0.0; k.len()]),
+                (Role::DV, vec![0.0; v.len()]),
+            ]);
             let mut emu = Emu::new();
             let dev = upload_table(&mut emu, &table);
-            let s = emu.upload(&s0);
+            run(&fwd_before, &mut bufs);
+            let s = emu.upload(&bufs[&Role::Scores]);
             let p = emu.alloc(pd, table.elements);
             softmax_forward(&mut emu, &t, &table, &dev, s, p, scale).unwrap();
-            let pv = read_f32(&emu, p);
-            let mut out = vec![0f32; w_out.len()];
-            let (mut dq, mut dk, mut dv) = (vec![0f32; w_dq.len()], vec![0f32; w_dk.len()], vec![0f32; w_dv.len()]);
-            let dpb = emu.upload(&dp0);
-            let ds = emu.alloc(pd, table.elements);
-            let p2 = emu.alloc(pd, table.elements);
-            softmax_backward(&mut emu, &t, &table, &dev, s, dpb, ds, Some(p2), scale).unwrap();
-            let (dsv, p2v) = (read_f32(&emu, ds), read_f32(&emu, p2));
-            assert_eq!(pv, p2v, "the backward's recomputed p is the forward's");
-            // The remaining products, over every column: masked ones must be exact zeros to vanish.
-            for (sp, span) in spans.iter().enumerate() {
-                for h in 0..m.heads {
-                    let kh = h / (m.heads / m.kvh);
-                    let (first, n, cols) = table.block(sp, h);
-                    for i in 0..n {
-                        let row = span.start + i;
-                        for c in 0..cols {
-                            let (pc, dsc, kr) = (pv[first + i * cols + c], dsv[first + i * cols + c], key_row(span, c));
-                            for e in 0..m.d {
-                                out[m.q(row, h) + e] += pc * v[m.k(kr, kh) + e];
-                                dq[m.q(row, h) + e] += scale * dsc * k[m.k(kr, kh) + e];
-                                dk[m.k(kr, kh) + e] += scale * dsc * q[m.q(row, h) + e];
-                                dv[m.k(kr, kh) + e] += pc * dout[m.q(row, h) + e];
-                            }
-                        }
-                    }
-                }
-            }
+            bufs.insert(Role::Probs, read_f32(&emu, p));
+            run(&fwd_after, &mut bufs);
             let what = format!("{pd:?} {t:?}");
-            assert_close(&format!("out {what}"), &out, &w_out, 0.0, tol);
-            assert_close(&format!("dq {what}"), &dq, &w_dq, 0.0, tol);
-            assert_close(&format!("dk {what}"), &dk, &w_dk, 0.0, tol);
-            assert_close(&format!("dv {what}"), &dv, &w_dv, 0.0, tol);
+            assert_close(&format!("out {what}"), &bufs[&Role::Out], &w_out, 0.0, tol);
+            bufs.insert(Role::Scores, nan(table.elements));
+            run(&bwd_before, &mut bufs);
+            let (s, dp) = (emu.upload(&bufs[&Role::Scores]), emu.upload(&bufs[&Role::DProbs]));
+            let (ds, p2) = (emu.alloc(pd, table.elements), emu.alloc(pd, table.elements));
+            softmax_backward(&mut emu, &t, &table, &dev, s, dp, ds, Some(p2), scale).unwrap();
+            let p2v = read_f32(&emu, p2);
+            assert_eq!(p2v, bufs[&Role::Probs], "the backward's recomputed p is the forward's");
+            bufs.insert(Role::DScores, read_f32(&emu, ds));
+            bufs.insert(Role::Probs, p2v);
+            run(&bwd_after, &mut bufs);
+            assert_close(&format!("dq {what}"), &bufs[&Role::DQ], &w_dq, 0.0, tol);
+            assert_close(&format!("dk {what}"), &bufs[&Role::DK], &w_dk, 0.0, tol);
+            assert_close(&format!("dv {what}"), &bufs[&Role::DV], &w_dv, 0.0, tol);
         }
     }
 }
