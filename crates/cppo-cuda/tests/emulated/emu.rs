@@ -121,7 +121,9 @@ fn load() -> std::result::Result<Lib, String> {
     };
     let mut index = HashMap::new();
     let mut wrong = Vec::new();
-    for i in 0..unsafe { count() } {
+    // SAFETY: `cppo_emu_count` takes nothing and returns the table's length.
+    let count = unsafe { count() };
+    for i in 0..count {
         // SAFETY: both return pointers to static NUL-terminated strings of the library.
         let (n, s) = unsafe { (CStr::from_ptr(name(i)), CStr::from_ptr(sig(i))) };
         let (n, s) = (n.to_string_lossy().into_owned(), s.to_string_lossy().into_owned());
