@@ -1,0 +1,52 @@
+//! Sampling the next token of every row on the device (see `kernels/sample.cu` for the semantics and
+//! where they can differ from the CPU sampler's).
+
+use super::{int, F32, I32};
+use crate::buf::{Buf, DType};
+use crate::error::{Error, Result};
+use crate::geometry::Tune;
+use crate::launch::{launch, Arg, Launcher};
+
+/// cppo-engine's `SamplingParams`, less what the device does not see (lengths, stop strings).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Params {
+    /// 0 means greedy.
+    pub temperature: f64,
+    pub top_p: f64,
+    /// 0 disables.
+    pub top_k: usize,
+}
+
+/// `token[r]` and `logprob[r]` for each of `rows` rows of `logits (rows x vocab)`, row `r` drawing
+/// with `u[r]` (f64 in [0, 1): the row's RNG's next `gen::<f64>()`; unused when greedy). `probs` is
+/// scratch of `rows x vocab` f32.
+#[allow(clippy::too_many_arguments)]
+pub fn sample(l: &mut dyn Launcher, t: &Tune, logits: Buf, probs: Buf, u: Buf, token: Buf, logprob: Buf, rows: usize, vocab: usize, p: &Params) -> Result<()> {
+    const OP: &str = "sample_rows";
+    logits.need(OP, "logits", F32, rows * vocab)?;
+    probs.need(OP, "scratch", F32, rows * vocab)?;
+    u.need(OP, "draws", &[DType::F64], rows)?;
+    token.need(OP, "tokens", I32, rows)?;
+    logprob.need(OP, "log-probs", F32, rows)?;
+    if !(p.temperature >= 0.0 && p.temperature.is_finite() && p.top_p > 0.0 && p.top_p <= 1.0) {
+        return Err(Error::shape(OP, format!("{p:?}")));
+    }
+    let greedy = p.temperature <= 0.0;
+    let inv_t = if greedy { 1.0 } else { (1.0 / p.temperature) as f32 };
+    let args = [
+        logits.into(),
+        probs.into(),
+        u.into(),
+        token.into(),
+        logprob.into(),
+        Arg::I32(int(OP, "rows", rows)?),
+        Arg::I32(int(OP, "vocab", vocab)?),
+        Arg::F32(inv_t),
+        Arg::F64(p.top_p),
+        Arg::I32(int(OP, "top_k", p.top_k)?),
+        Arg::I32(greedy as i32),
+    ];
+    // One block per row, as wide as the machine allows: the row is scanned about a dozen times.
+    let cfg = crate::launch::LaunchConfig::blocks(rows.min(t.max_blocks as usize) as u32, t.block);
+    launch(l, OP, cfg, &args)
+}
