@@ -9,13 +9,12 @@
 
 use std::sync::Arc;
 
-use candle_core::backend::BackendStorage;
-use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{bail, Result, Shape};
 use rayon::prelude::*;
 
 use super::gemm::{matmul, View, ViewMut};
 use super::rope::{rope_rows, RopeTable};
-use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision, SendPtr};
+use super::{Float, MatmulPrecision, SendPtr};
 
 /// A run of consecutive rows that form (the end of) one sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,12 +46,20 @@ impl AttnLayout {
         let mut start = 0;
         for &len in lens {
             if len > 0 {
-                spans.push(Span { start, len, prefix: None });
+                spans.push(Span {
+                    start,
+                    len,
+                    prefix: None,
+                });
             }
             positions.extend(0..len);
             start += len;
         }
-        AttnLayout { rows: start, spans, positions }
+        AttnLayout {
+            rows: start,
+            spans,
+            positions,
+        }
     }
 
     /// A prefix of `prefix_len` rows followed by spans of the given lengths, each continuing the prefix.
@@ -63,15 +70,27 @@ impl AttnLayout {
     /// Groups end to end, each a prefix followed by spans of the given lengths that continue it (and
     /// see no other group's rows): the questions of one update pass.
     pub fn shared_prefixes(groups: &[(usize, &[usize])]) -> Self {
-        let mut out = AttnLayout { rows: 0, spans: Vec::new(), positions: Vec::new() };
+        let mut out = AttnLayout {
+            rows: 0,
+            spans: Vec::new(),
+            positions: Vec::new(),
+        };
         for &(prefix_len, lens) in groups {
             let p0 = out.rows;
-            out.spans.push(Span { start: p0, len: prefix_len, prefix: None });
+            out.spans.push(Span {
+                start: p0,
+                len: prefix_len,
+                prefix: None,
+            });
             out.positions.extend(0..prefix_len);
             let mut start = p0 + prefix_len;
             for &len in lens {
                 if len > 0 {
-                    out.spans.push(Span { start, len, prefix: Some((p0, prefix_len)) });
+                    out.spans.push(Span {
+                        start,
+                        len,
+                        prefix: Some((p0, prefix_len)),
+                    });
                 }
                 out.positions.extend(prefix_len..prefix_len + len);
                 start += len;
@@ -83,7 +102,11 @@ impl AttnLayout {
 
     pub fn validate(&self) -> Result<()> {
         if self.positions.len() != self.rows {
-            bail!("attention layout: {} positions for {} rows", self.positions.len(), self.rows);
+            bail!(
+                "attention layout: {} positions for {} rows",
+                self.positions.len(),
+                self.rows
+            );
         }
         for s in &self.spans {
             if s.start + s.len > self.rows {
@@ -110,12 +133,6 @@ pub struct Attention {
 }
 
 impl Attention {
-    /// `q (rows, heads * head_dim)`, `k` and `v (rows, kv_heads * head_dim)`, before the rotary
-    /// embedding; returns `(rows, heads * head_dim)`.
-    pub fn apply(self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-        q.contiguous()?.apply_op3(&k.contiguous()?, &v.contiguous()?, self)
-    }
-
     pub fn check(&self, q: &Shape, k: &Shape, v: &Shape) -> Result<()> {
         let rows = self.layout.rows;
         let (qw, kw) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
@@ -123,10 +140,17 @@ impl Attention {
             bail!("attention: q {q:?}, k {k:?}, v {v:?} do not match {rows} rows of {qw} / {kw}");
         }
         if self.kv_heads == 0 || self.heads % self.kv_heads != 0 {
-            bail!("attention: {} heads are not a multiple of {} kv heads", self.heads, self.kv_heads);
+            bail!(
+                "attention: {} heads are not a multiple of {} kv heads",
+                self.heads,
+                self.kv_heads
+            );
         }
         if self.head_dim != 2 * self.rope.half {
-            bail!("attention: head_dim {} does not match the rotary table", self.head_dim);
+            bail!(
+                "attention: head_dim {} does not match the rotary table",
+                self.head_dim
+            );
         }
         if let Some(&p) = self.layout.positions.iter().max() {
             self.rope.check(p)?;
@@ -135,7 +159,9 @@ impl Attention {
     }
 
     fn tasks(&self) -> Vec<(usize, usize)> {
-        (0..self.layout.spans.len()).flat_map(|s| (0..self.kv_heads).map(move |h| (s, h))).collect()
+        (0..self.layout.spans.len())
+            .flat_map(|s| (0..self.kv_heads).map(move |h| (s, h)))
+            .collect()
     }
 }
 
@@ -165,7 +191,14 @@ impl<T> Keys<T> {
 const SMALL_QUERIES: usize = 8;
 
 /// Fills `p (nq x total)` with the attention probabilities of `nq` queries over the segments.
-unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: usize, scale: T, p: &mut Vec<T>) -> usize {
+unsafe fn probabilities<T: Float>(
+    nq: usize,
+    q: View<T>,
+    segs: &[Keys<T>],
+    d: usize,
+    scale: T,
+    p: &mut Vec<T>,
+) -> usize {
     let total: usize = segs.iter().map(|s| s.rows).sum();
     p.clear();
     p.resize(nq * total, T::zero());
@@ -180,8 +213,23 @@ unsafe fn probabilities<T: Float>(nq: usize, q: View<T>, segs: &[Keys<T>], d: us
                 }
             }
         } else {
-            let kt = View { ptr: s.k, rs: 1, cs: s.rs };
-            matmul(MatmulPrecision::Full, nq, s.rows, d, ViewMut::rows(p.as_mut_ptr().add(c), total), false, q, kt, scale, false);
+            let kt = View {
+                ptr: s.k,
+                rs: 1,
+                cs: s.rs,
+            };
+            matmul(
+                MatmulPrecision::Full,
+                nq,
+                s.rows,
+                d,
+                ViewMut::rows(p.as_mut_ptr().add(c), total),
+                false,
+                q,
+                kt,
+                scale,
+                false,
+            );
         }
         c += s.rows;
     }
@@ -241,7 +289,11 @@ pub unsafe fn head_forward<T: Float>(
                 for i in 0..nq {
                     let pij = p[i * total + c + j];
                     if pij != T::zero() {
-                        T::axpy(pij, vj, std::slice::from_raw_parts_mut(out.ptr.add(i * out.rs), d));
+                        T::axpy(
+                            pij,
+                            vj,
+                            std::slice::from_raw_parts_mut(out.ptr.add(i * out.rs), d),
+                        );
                     }
                 }
             }
@@ -252,7 +304,18 @@ pub unsafe fn head_forward<T: Float>(
     let mut c = 0;
     for (i, s) in segs.iter().enumerate() {
         let ps = View::rows(p.as_ptr().add(c), total);
-        matmul(MatmulPrecision::Full, nq, d, s.rows, out, i > 0, ps, View::rows(s.v, s.rs), T::one(), false);
+        matmul(
+            MatmulPrecision::Full,
+            nq,
+            d,
+            s.rows,
+            out,
+            i > 0,
+            ps,
+            View::rows(s.v, s.rs),
+            T::one(),
+            false,
+        );
         c += s.rows;
     }
 }
@@ -277,8 +340,23 @@ unsafe fn head_backward<T: Float>(
     dp.resize(nq * total, T::zero());
     let mut c = 0;
     for s in segs {
-        let vt = View { ptr: s.v, rs: 1, cs: s.rs };
-        matmul(MatmulPrecision::Full, nq, s.rows, d, ViewMut::rows(dp.as_mut_ptr().add(c), total), false, dout, vt, T::one(), false);
+        let vt = View {
+            ptr: s.v,
+            rs: 1,
+            cs: s.rs,
+        };
+        matmul(
+            MatmulPrecision::Full,
+            nq,
+            s.rows,
+            d,
+            ViewMut::rows(dp.as_mut_ptr().add(c), total),
+            false,
+            dout,
+            vt,
+            T::one(),
+            false,
+        );
         c += s.rows;
     }
     // dS = P * (dP - sum_j P dP): the softmax backward; masked entries have P = 0.
@@ -294,9 +372,42 @@ unsafe fn head_backward<T: Float>(
     for (i, s) in segs.iter().enumerate() {
         let ds = View::rows(dp.as_ptr().add(c), total);
         let ps = View::rows(p.as_ptr().add(c), total);
-        matmul(MatmulPrecision::Full, nq, d, s.rows, dq, i > 0, ds, View::rows(s.k, s.rs), scale, false);
-        matmul(MatmulPrecision::Full, s.rows, d, nq, dk[i], true, ds.t(), q, scale, false);
-        matmul(MatmulPrecision::Full, s.rows, d, nq, dv[i], true, ps.t(), dout, T::one(), false);
+        matmul(
+            MatmulPrecision::Full,
+            nq,
+            d,
+            s.rows,
+            dq,
+            i > 0,
+            ds,
+            View::rows(s.k, s.rs),
+            scale,
+            false,
+        );
+        matmul(
+            MatmulPrecision::Full,
+            s.rows,
+            d,
+            nq,
+            dk[i],
+            true,
+            ds.t(),
+            q,
+            scale,
+            false,
+        );
+        matmul(
+            MatmulPrecision::Full,
+            s.rows,
+            d,
+            nq,
+            dv[i],
+            true,
+            ps.t(),
+            dout,
+            T::one(),
+            false,
+        );
         c += s.rows;
     }
 }
@@ -317,16 +428,33 @@ fn rope_inputs<T: Float>(op: &Attention, q: &[T], k: &[T]) -> Roped<T> {
 /// The key segments a span sees, for kv head `kh`.
 fn segments<T>(op: &Attention, span: &Span, k: *const T, v: *const T, kh: usize) -> Vec<Keys<T>> {
     let kw = op.kv_heads * op.head_dim;
-    let at = |row: usize| unsafe { (k.add(row * kw + kh * op.head_dim), v.add(row * kw + kh * op.head_dim)) };
+    let at = |row: usize| unsafe {
+        (
+            k.add(row * kw + kh * op.head_dim),
+            v.add(row * kw + kh * op.head_dim),
+        )
+    };
     let mut segs = Vec::with_capacity(2);
     if let Some((ps, pl)) = span.prefix {
         if pl > 0 {
             let (kp, vp) = at(ps);
-            segs.push(Keys { k: kp, v: vp, rs: kw, rows: pl, causal: None });
+            segs.push(Keys {
+                k: kp,
+                v: vp,
+                rs: kw,
+                rows: pl,
+                causal: None,
+            });
         }
     }
     let (ko, vo) = at(span.start);
-    segs.push(Keys { k: ko, v: vo, rs: kw, rows: span.len, causal: Some(0) });
+    segs.push(Keys {
+        k: ko,
+        v: vo,
+        rs: kw,
+        rows: span.len,
+        causal: Some(0),
+    });
     segs
 }
 
@@ -337,7 +465,11 @@ pub fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
     let r = rope_inputs(op, q, k);
     let mut out = vec![T::zero(); op.layout.rows * qw];
     let out_ptr = SendPtr(out.as_mut_ptr());
-    let (qp, kp, vp) = (SendPtr(r.q.as_ptr() as *mut T), SendPtr(r.k.as_ptr() as *mut T), SendPtr(v.as_ptr() as *mut T));
+    let (qp, kp, vp) = (
+        SendPtr(r.q.as_ptr() as *mut T),
+        SendPtr(r.k.as_ptr() as *mut T),
+        SendPtr(v.as_ptr() as *mut T),
+    );
     let scale = T::of(1.0 / (d as f64).sqrt());
     op.tasks().into_par_iter().for_each(|(si, kh)| {
         let span = &op.layout.spans[si];
@@ -358,7 +490,13 @@ pub fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
 }
 
 /// Returns (dq, dk, dv) before the rotary embedding.
-pub fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T]) -> (Vec<T>, Vec<T>, Vec<T>) {
+pub fn backward<T: Float>(
+    op: &Attention,
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    dout: &[T],
+) -> (Vec<T>, Vec<T>, Vec<T>) {
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let (qw, kw) = (h * d, op.kv_heads * d);
@@ -367,8 +505,16 @@ pub fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T])
     let mut dq = vec![T::zero(); rows * qw];
     let mut dk = vec![T::zero(); rows * kw];
     let mut dv = vec![T::zero(); rows * kw];
-    let (dqp, dkp, dvp) = (SendPtr(dq.as_mut_ptr()), SendPtr(dk.as_mut_ptr()), SendPtr(dv.as_mut_ptr()));
-    let (qp, kp, vp) = (SendPtr(r.q.as_ptr() as *mut T), SendPtr(r.k.as_ptr() as *mut T), SendPtr(v.as_ptr() as *mut T));
+    let (dqp, dkp, dvp) = (
+        SendPtr(dq.as_mut_ptr()),
+        SendPtr(dk.as_mut_ptr()),
+        SendPtr(dv.as_mut_ptr()),
+    );
+    let (qp, kp, vp) = (
+        SendPtr(r.q.as_ptr() as *mut T),
+        SendPtr(r.k.as_ptr() as *mut T),
+        SendPtr(v.as_ptr() as *mut T),
+    );
     let dop = SendPtr(dout.as_ptr() as *mut T);
     let scale = T::of(1.0 / (d as f64).sqrt());
     // Rows of a span (and kv head) belong to one task; a shared prefix's gradient is summed over the
@@ -402,7 +548,9 @@ pub fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T])
                     let qv = View::rows((qp.get() as *const T).add(off), qw);
                     let dov = View::rows((dop.get() as *const T).add(off), qw);
                     let dqv = ViewMut::rows(dqp.get().add(off), qw);
-                    head_backward(span.len, qv, &segs, d, scale, dov, dqv, &dks, &dvs, &mut p, &mut dp);
+                    head_backward(
+                        span.len, qv, &segs, d, scale, dov, dqv, &dks, &dvs, &mut p, &mut dp,
+                    );
                 }
             }
             let prefix_start = span.prefix.map(|(s, _)| s).unwrap_or(0);
@@ -410,7 +558,11 @@ pub fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T])
         })
         .collect();
     for (start, kh, dk_pre, dv_pre) in prefix_grads {
-        for (i, (a, b)) in dk_pre.chunks_exact(d).zip(dv_pre.chunks_exact(d)).enumerate() {
+        for (i, (a, b)) in dk_pre
+            .chunks_exact(d)
+            .zip(dv_pre.chunks_exact(d))
+            .enumerate()
+        {
             let o = (start + i) * kw + kh * d;
             for j in 0..d {
                 dk[o + j] += a[j];
@@ -421,60 +573,4 @@ pub fn backward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T], dout: &[T])
     rope_rows(&mut dq, op.heads, &op.layout.positions, &op.rope, true);
     rope_rows(&mut dk, op.kv_heads, &op.layout.positions, &op.rope, true);
     (dq, dk, dv)
-}
-
-fn fwd_storage<T: Float>(
-    op: &Attention,
-    s1: &CpuStorage,
-    l1: &Layout,
-    s2: &CpuStorage,
-    l2: &Layout,
-    s3: &CpuStorage,
-    l3: &Layout,
-) -> Result<(CpuStorage, Shape)> {
-    op.check(l1.shape(), l2.shape(), l3.shape())?;
-    let q = slice::<T>(s1, l1, "attention q")?;
-    let k = slice::<T>(s2, l2, "attention k")?;
-    let v = slice::<T>(s3, l3, "attention v")?;
-    Ok((storage(forward(op, q, k, v)), l1.shape().clone()))
-}
-
-type Grads3 = (Option<Tensor>, Option<Tensor>, Option<Tensor>);
-
-fn bwd_tensors<T: Float>(op: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, g: &Tensor) -> Result<Grads3> {
-    let (dq, dk, dv) = with_data::<T, _>(q, |qs| {
-        with_data::<T, _>(k, |ks| {
-            with_data::<T, _>(v, |vs| with_data::<T, _>(g, |gs| backward(op, qs, ks, vs, gs)))
-        })
-    })????;
-    let wrap = |t: &Tensor, data: Vec<T>| -> Result<Option<Tensor>> {
-        if t.track_op() {
-            Ok(Some(tensor(data, t.shape(), t.device())?))
-        } else {
-            Ok(None)
-        }
-    };
-    Ok((wrap(q, dq)?, wrap(k, dk)?, wrap(v, dv)?))
-}
-
-impl CustomOp3 for Attention {
-    fn name(&self) -> &'static str {
-        "cppo-attention"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        dispatch!(s1.dtype(), "attention", fwd_storage(self, s1, l1, s2, l2, s3, l3))
-    }
-
-    fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _res: &Tensor, g: &Tensor) -> Result<Grads3> {
-        dispatch!(g.dtype(), "attention", bwd_tensors(self, q, k, v, g))
-    }
 }

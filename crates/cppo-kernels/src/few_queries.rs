@@ -15,10 +15,21 @@ use super::Float;
 /// # Safety
 /// The pointers must address the sizes given; `out` must not overlap the inputs.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn attend(nq: usize, d: usize, q: *const f32, k: *const f32, v: *const f32, rs: usize, len: usize, scale: f32, out: *mut f32, p: &mut Vec<f32>) -> bool {
+pub unsafe fn attend(
+    nq: usize,
+    d: usize,
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    rs: usize,
+    len: usize,
+    scale: f32,
+    out: *mut f32,
+    p: &mut Vec<f32>,
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if len == 0 || !super::skinny::available() {
+        if len == 0 || !super::isa::has(super::isa::Isa::Avx512) {
             return false;
         }
         let blocks: &[(usize, usize)] = match d {
@@ -30,7 +41,10 @@ pub unsafe fn attend(nq: usize, d: usize, q: *const f32, k: *const f32, v: *cons
         p.resize(3 * len, 0.0);
         let mut i = 0;
         while i < nq {
-            let &(g, _) = blocks.iter().find(|(g, _)| *g <= nq - i).expect("a block of one query exists");
+            let &(g, _) = blocks
+                .iter()
+                .find(|(g, _)| *g <= nq - i)
+                .expect("a block of one query exists");
             let (qi, oi) = (q.add(i * d), out.add(i * d));
             match (g, d) {
                 (3, 64) => x86::group::<4, 3>(qi, k, v, rs, len, scale, oi, p),
@@ -52,7 +66,9 @@ pub unsafe fn attend(nq: usize, d: usize, q: *const f32, k: *const f32, v: *cons
 
 /// Turns a row of scores into probabilities in place, as `attention::probabilities` does.
 fn softmax(row: &mut [f32]) {
-    let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
+    let max = row
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
     f32::exp_scale(row, max, 1.0);
     let sum = row.iter().fold(0.0f32, |a, &b| a + b);
     let inv = 1.0 / sum;
@@ -72,15 +88,30 @@ mod x86 {
         let ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
         let cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
         let (ab, cd) = (_mm512_castps_pd(ab), _mm512_castps_pd(cd));
-        let s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ab, cd)), _mm512_castpd_ps(_mm512_unpackhi_pd(ab, cd)));
-        let h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        let s = _mm512_add_ps(
+            _mm512_castpd_ps(_mm512_unpacklo_pd(ab, cd)),
+            _mm512_castpd_ps(_mm512_unpackhi_pd(ab, cd)),
+        );
+        let h = _mm256_add_ps(
+            _mm512_castps512_ps256(s),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)),
+        );
         _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))
     }
 
     /// `G` queries of `16 D` dimensions: scores into `p[g * len..]`, softmax, then `out = p v`.
     #[target_feature(enable = "avx512f,avx512vl")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn group<const D: usize, const G: usize>(q: *const f32, k: *const f32, v: *const f32, rs: usize, len: usize, scale: f32, out: *mut f32, p: &mut [f32]) {
+    pub(super) unsafe fn group<const D: usize, const G: usize>(
+        q: *const f32,
+        k: *const f32,
+        v: *const f32,
+        rs: usize,
+        len: usize,
+        scale: f32,
+        out: *mut f32,
+        p: &mut [f32],
+    ) {
         let d = 16 * D;
         let mut qr = [[_mm512_setzero_ps(); D]; G];
         for g in 0..G {

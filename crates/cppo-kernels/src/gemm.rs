@@ -20,7 +20,11 @@ impl<T> View<T> {
     }
     /// The transpose of the same memory.
     pub fn t(self) -> Self {
-        View { ptr: self.ptr, rs: self.cs, cs: self.rs }
+        View {
+            ptr: self.ptr,
+            rs: self.cs,
+            cs: self.rs,
+        }
     }
 }
 
@@ -74,7 +78,9 @@ pub unsafe fn matmul<T: Float>(
         }
         return;
     }
-    if precision == MatmulPrecision::Bf16 && T::matmul_bf16(m, n, k, dst, accumulate, a, b, scale, parallel) {
+    if precision == MatmulPrecision::Bf16
+        && T::matmul_bf16(m, n, k, dst, accumulate, a, b, scale, parallel)
+    {
         return;
     }
     let threads = if parallel { threads() } else { 1 };

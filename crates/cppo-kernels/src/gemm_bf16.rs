@@ -64,7 +64,15 @@ unsafe fn pack_b(k: usize, n: usize, b: View<f32>, j0: usize, dst: &mut [u32]) {
 /// `dst[p * width + e] = (bf16 of element 2p, of element 2p + 1)` (zero past k). The two layouts the
 /// update's operands come in, k contiguous (`ks == 1`) and entries contiguous (`es == 1`), are
 /// converted 16 pairs at a time.
-unsafe fn pack_panel(src: *const f32, es: usize, ks: usize, count: usize, k: usize, width: usize, dst: &mut [u32]) {
+unsafe fn pack_panel(
+    src: *const f32,
+    es: usize,
+    ks: usize,
+    count: usize,
+    k: usize,
+    width: usize,
+    dst: &mut [u32],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if ks == 1 {
@@ -74,7 +82,13 @@ unsafe fn pack_panel(src: *const f32, es: usize, ks: usize, count: usize, k: usi
             return x86::pack_entries_contiguous(src, ks, count, k, width, dst);
         }
     }
-    let at = |e: usize, kk: usize| if kk < k { *src.add(e * es + kk * ks) } else { 0.0 };
+    let at = |e: usize, kk: usize| {
+        if kk < k {
+            *src.add(e * es + kk * ks)
+        } else {
+            0.0
+        }
+    };
     for p in 0..k.div_ceil(2) {
         for e in 0..count {
             dst[p * width + e] = pair(at(e, 2 * p), at(e, 2 * p + 1));
@@ -88,7 +102,17 @@ unsafe fn pack_panel(src: *const f32, es: usize, ks: usize, count: usize, k: usi
 /// # Safety
 /// Every view must address valid memory for the given sizes, and `dst` must not overlap `a` or `b`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn matmul(m: usize, n: usize, k: usize, dst: ViewMut<f32>, accumulate: bool, a: View<f32>, b: View<f32>, scale: f32, parallel: bool) -> bool {
+pub unsafe fn matmul(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: ViewMut<f32>,
+    accumulate: bool,
+    a: View<f32>,
+    b: View<f32>,
+    scale: f32,
+    parallel: bool,
+) -> bool {
     if !available() {
         return false;
     }
@@ -103,13 +127,36 @@ pub unsafe fn matmul(m: usize, n: usize, k: usize, dst: ViewMut<f32>, accumulate
     let (bsrc, brs, bcs, drs, dcs) = (SendPtr(b.ptr as *mut f32), b.rs, b.cs, dst.rs, dst.cs);
     let strip = |s: usize, bp: &mut Vec<u32>| {
         bp.resize(kp * NR, 0);
-        pack_b(k, n, View { ptr: bsrc.get(), rs: brs, cs: bcs }, s * NR, bp);
+        pack_b(
+            k,
+            n,
+            View {
+                ptr: bsrc.get(),
+                rs: brs,
+                cs: bcs,
+            },
+            s * NR,
+            bp,
+        );
         let cols = (n - s * NR).min(NR);
         for blk in 0..blocks {
             let rows = (m - blk * MR).min(MR);
-            let d = ViewMut { ptr: out.get().add(blk * MR * drs + s * NR * dcs), rs: drs, cs: dcs };
+            let d = ViewMut {
+                ptr: out.get().add(blk * MR * drs + s * NR * dcs),
+                rs: drs,
+                cs: dcs,
+            };
             #[cfg(target_arch = "x86_64")]
-            x86::tile(kp, ap.as_ptr().add(blk * kp * MR), bp.as_ptr(), d, rows, cols, accumulate, scale);
+            x86::tile(
+                kp,
+                ap.as_ptr().add(blk * kp * MR),
+                bp.as_ptr(),
+                d,
+                rows,
+                cols,
+                accumulate,
+                scale,
+            );
             #[cfg(not(target_arch = "x86_64"))]
             {
                 let _ = (d, rows, cols);
@@ -118,7 +165,9 @@ pub unsafe fn matmul(m: usize, n: usize, k: usize, dst: ViewMut<f32>, accumulate
         }
     };
     if parallel && strips > 1 {
-        (0..strips).into_par_iter().for_each_init(Vec::new, |bp, s| strip(s, bp));
+        (0..strips)
+            .into_par_iter()
+            .for_each_init(Vec::new, |bp, s| strip(s, bp));
     } else {
         let mut bp = Vec::new();
         (0..strips).for_each(|s| strip(s, &mut bp));
@@ -153,13 +202,23 @@ mod x86 {
     /// `pack_panel` for k contiguous: each entry's pairs are converted in runs of 16 and spread
     /// `width` apart.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
-    pub(super) unsafe fn pack_k_contiguous(src: *const f32, es: usize, count: usize, k: usize, width: usize, dst: &mut [u32]) {
+    pub(super) unsafe fn pack_k_contiguous(
+        src: *const f32,
+        es: usize,
+        count: usize,
+        k: usize,
+        width: usize,
+        dst: &mut [u32],
+    ) {
         let mut run = [0u32; 16];
         for e in 0..count {
             let row = src.add(e * es);
             let mut kk = 0;
             while kk < k {
-                _mm512_storeu_si512(run.as_mut_ptr() as *mut __m512i, pairs32(row.add(kk), k - kk));
+                _mm512_storeu_si512(
+                    run.as_mut_ptr() as *mut __m512i,
+                    pairs32(row.add(kk), k - kk),
+                );
                 let p0 = kk / 2;
                 for (q, &v) in run.iter().enumerate().take((k - kk).div_ceil(2).min(16)) {
                     *dst.get_unchecked_mut((p0 + q) * width + e) = v;
@@ -172,10 +231,18 @@ mod x86 {
     /// `pack_panel` for entries contiguous: each pair of k rows is converted 16 entries at a time and
     /// interleaved into place.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
-    pub(super) unsafe fn pack_entries_contiguous(src: *const f32, ks: usize, count: usize, k: usize, width: usize, dst: &mut [u32]) {
+    pub(super) unsafe fn pack_entries_contiguous(
+        src: *const f32,
+        ks: usize,
+        count: usize,
+        k: usize,
+        width: usize,
+        dst: &mut [u32],
+    ) {
         // Word i of the result: element i / 2 of the first row for even i, of the second for odd.
         let idx = _mm512_set_epi16(
-            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0,
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
         );
         let zero = _mm512_setzero_ps();
         for p in 0..k.div_ceil(2) {
@@ -185,9 +252,17 @@ mod x86 {
             while e < count {
                 let m = mask16(count - e);
                 let lo = _mm512_maskz_loadu_ps(m, r0.add(e));
-                let hi = if 2 * p + 1 < k { _mm512_maskz_loadu_ps(m, r1.add(e)) } else { zero };
+                let hi = if 2 * p + 1 < k {
+                    _mm512_maskz_loadu_ps(m, r1.add(e))
+                } else {
+                    zero
+                };
                 let both: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
-                _mm512_mask_storeu_epi32(out.add(e) as *mut i32, m, _mm512_permutexvar_epi16(idx, both));
+                _mm512_mask_storeu_epi32(
+                    out.add(e) as *mut i32,
+                    m,
+                    _mm512_permutexvar_epi16(idx, both),
+                );
                 e += 16;
             }
         }
@@ -196,7 +271,16 @@ mod x86 {
     /// One tile: `rows (<= MR) x cols (<= NR)` of `d (+)= scale * a-block @ b-strip` over `kp` pairs.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-    pub(super) unsafe fn tile(kp: usize, a: *const u32, b: *const u32, d: ViewMut<f32>, rows: usize, cols: usize, accumulate: bool, scale: f32) {
+    pub(super) unsafe fn tile(
+        kp: usize,
+        a: *const u32,
+        b: *const u32,
+        d: ViewMut<f32>,
+        rows: usize,
+        cols: usize,
+        accumulate: bool,
+        scale: f32,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); 3]; MR];
         for p in 0..kp {
             let bv = [
@@ -208,7 +292,11 @@ mod x86 {
             for r in 0..MR {
                 let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*ar.add(r) as i32));
                 for c in 0..3 {
-                    acc[r][c] = _mm512_dpbf16_ps(acc[r][c], av, std::mem::transmute::<__m512i, __m512bh>(bv[c]));
+                    acc[r][c] = _mm512_dpbf16_ps(
+                        acc[r][c],
+                        av,
+                        std::mem::transmute::<__m512i, __m512bh>(bv[c]),
+                    );
                 }
             }
         }
@@ -221,7 +309,11 @@ mod x86 {
                     if c0 >= cols {
                         break;
                     }
-                    let mask: __mmask16 = if cols - c0 >= 16 { 0xFFFF } else { ((1u32 << (cols - c0)) - 1) as u16 };
+                    let mask: __mmask16 = if cols - c0 >= 16 {
+                        0xFFFF
+                    } else {
+                        ((1u32 << (cols - c0)) - 1) as u16
+                    };
                     let mut v = _mm512_mul_ps(*v, sv);
                     if accumulate {
                         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, base.add(c0)));
@@ -237,7 +329,11 @@ mod x86 {
                 }
                 for (j, &v) in lanes.iter().enumerate().take(cols) {
                     let o = d.ptr.add(r * d.rs + j * d.cs);
-                    *o = if accumulate { *o + scale * v } else { scale * v };
+                    *o = if accumulate {
+                        *o + scale * v
+                    } else {
+                        scale * v
+                    };
                 }
             }
         }
@@ -252,11 +348,21 @@ mod tests {
     use proptest::prelude::*;
 
     /// The product of the bf16-rounded operands, summed in f64.
-    fn reference(m: usize, n: usize, k: usize, a: &[f32], a_t: bool, b: &[f32], b_t: bool) -> Vec<f64> {
+    fn reference(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        a_t: bool,
+        b: &[f32],
+        b_t: bool,
+    ) -> Vec<f64> {
         let r = |v: f32| from_bf16(to_bf16(v)) as f64;
         let ai = |i: usize, kk: usize| r(if a_t { a[kk * m + i] } else { a[i * k + kk] });
         let bi = |kk: usize, j: usize| r(if b_t { b[j * k + kk] } else { b[kk * n + j] });
-        (0..m * n).map(|ij| (0..k).map(|kk| ai(ij / n, kk) * bi(kk, ij % n)).sum()).collect()
+        (0..m * n)
+            .map(|ij| (0..k).map(|kk| ai(ij / n, kk) * bi(kk, ij % n)).sum())
+            .collect()
     }
 
     proptest! {
@@ -288,15 +394,40 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(not(cppo_isa_avx512bf16), ignore = "needs AVX512-BF16, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
+    #[cfg_attr(
+        not(cppo_isa_avx512bf16),
+        ignore = "needs AVX512-BF16, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)"
+    )]
     fn close_to_the_f32_product() {
         let (m, n, k) = (37, 100, 300);
         let (a, b) = (values(m * k, 4), values(k * n, 5));
         let mut out = vec![0f32; m * n];
-        assert!(unsafe { matmul(m, n, k, ViewMut::rows(out.as_mut_ptr(), n), false, View::rows(a.as_ptr(), k), View::rows(b.as_ptr(), n), 1.0, true) });
-        let exact: Vec<f64> = (0..m * n).map(|ij| (0..k).map(|kk| a[ij / n * k + kk] as f64 * b[kk * n + ij % n] as f64).sum()).collect();
+        assert!(unsafe {
+            matmul(
+                m,
+                n,
+                k,
+                ViewMut::rows(out.as_mut_ptr(), n),
+                false,
+                View::rows(a.as_ptr(), k),
+                View::rows(b.as_ptr(), n),
+                1.0,
+                true,
+            )
+        });
+        let exact: Vec<f64> = (0..m * n)
+            .map(|ij| {
+                (0..k)
+                    .map(|kk| a[ij / n * k + kk] as f64 * b[kk * n + ij % n] as f64)
+                    .sum()
+            })
+            .collect();
         let scale = (exact.iter().map(|v| v * v).sum::<f64>() / exact.len() as f64).sqrt();
-        let err = out.iter().zip(&exact).map(|(&o, &e)| (o as f64 - e).abs()).fold(0.0, f64::max);
+        let err = out
+            .iter()
+            .zip(&exact)
+            .map(|(&o, &e)| (o as f64 - e).abs())
+            .fold(0.0, f64::max);
         // bf16 keeps 8 bits: each product is off by up to ~2^-8 relative, and the errors mostly cancel.
         assert!(err < 0.02 * scale, "max error {err} against rms {scale}");
         assert!(err > 0.0, "the operands were not rounded");

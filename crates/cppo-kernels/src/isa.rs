@@ -51,10 +51,16 @@ impl fmt::Display for Isa {
 impl FromStr for Isa {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Isa::ALL.into_iter().find(|i| i.name() == s.trim().to_ascii_lowercase()).ok_or_else(|| {
-            let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
-            format!("{MAX_ISA_ENV}={s:?} is not a level: use one of {}", names.join(", "))
-        })
+        Isa::ALL
+            .into_iter()
+            .find(|i| i.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
+                format!(
+                    "{MAX_ISA_ENV}={s:?} is not a level: use one of {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -83,7 +89,9 @@ pub fn detected() -> Isa {
 /// # Panics
 /// When the variable names no level: a mistyped cap must not silently test the wrong paths.
 pub fn cap() -> Option<Isa> {
-    let value = std::env::var(MAX_ISA_ENV).ok().filter(|v| !v.trim().is_empty())?;
+    let value = std::env::var(MAX_ISA_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())?;
     Some(value.parse().unwrap_or_else(|e: String| panic!("{e}")))
 }
 
@@ -122,9 +130,14 @@ mod tests {
             assert_eq!(isa.name().parse::<Isa>().unwrap(), isa);
             assert_eq!(isa.name().to_uppercase().parse::<Isa>().unwrap(), isa);
         }
-        assert!(Isa::Scalar < Isa::Avx2 && Isa::Avx2 < Isa::Avx512 && Isa::Avx512 < Isa::Avx512Bf16);
+        assert!(
+            Isa::Scalar < Isa::Avx2 && Isa::Avx2 < Isa::Avx512 && Isa::Avx512 < Isa::Avx512Bf16
+        );
         let err = "sse9".parse::<Isa>().unwrap_err();
-        assert!(err.contains(MAX_ISA_ENV) && err.contains("avx512bf16"), "{err}");
+        assert!(
+            err.contains(MAX_ISA_ENV) && err.contains("avx512bf16"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -140,8 +153,20 @@ mod tests {
     /// finds its kernel available.
     #[test]
     fn the_build_time_gate_matches_the_run_time_level() {
-        assert_eq!(cfg!(cppo_isa_avx2), has(Isa::Avx2), "rebuild: the tests were built for another CPU or cap");
-        assert_eq!(cfg!(cppo_isa_avx512), has(Isa::Avx512), "rebuild: the tests were built for another CPU or cap");
-        assert_eq!(cfg!(cppo_isa_avx512bf16), has(Isa::Avx512Bf16), "rebuild: the tests were built for another CPU or cap");
+        assert_eq!(
+            cfg!(cppo_isa_avx2),
+            has(Isa::Avx2),
+            "rebuild: the tests were built for another CPU or cap"
+        );
+        assert_eq!(
+            cfg!(cppo_isa_avx512),
+            has(Isa::Avx512),
+            "rebuild: the tests were built for another CPU or cap"
+        );
+        assert_eq!(
+            cfg!(cppo_isa_avx512bf16),
+            has(Isa::Avx512Bf16),
+            "rebuild: the tests were built for another CPU or cap"
+        );
     }
 }

@@ -1,26 +1,31 @@
-//! CPU kernels for the decoder, wrapped as candle custom ops whose `bwd` is written by hand.
+//! The decoder's kernels behind one trait (`backend::Backend`): the CPU backend (`cpu`, the kernels of
+//! this crate), and a reference backend of plain loops (`reference`) that checks it.
 //!
 //! candle 0.11's own fused kernels (softmax, rms_norm, rope, flash attention) record no backward, so a
 //! model built from them trains nothing; and a model built from primitive ops pays for every
-//! intermediate twice in the backward pass. Each op here is one graph node that does its whole job
-//! forward and backward, on contiguous row-major data, in f32 or f64 (f64 is there so gradients can be
-//! checked against finite differences tightly).
+//! intermediate twice in the backward pass. Each operation here does its whole job forward, and its
+//! backward is written by hand, on contiguous row-major data, in f32 or f64 (f64 is there so gradients
+//! can be checked against finite differences tightly). All the `unsafe` of the decoder lives here.
 
 pub mod alloc;
 pub mod attention;
+pub mod backend;
+pub mod cpu;
 pub mod few_queries;
 pub mod gemm;
 pub mod gemm_bf16;
+pub mod host;
 pub mod isa;
 pub mod linear;
 pub mod logprob;
+pub mod reference;
 pub mod rms_norm;
 pub mod rope;
 pub mod simd;
 pub mod skinny;
 pub mod swiglu;
 
-use candle_core::{bail, CpuStorage, DType, Device, Layout, Result, Shape, Storage, Tensor, WithDType};
+use candle_core::WithDType;
 
 /// How the large products of the training path (the linear layers and the output projection)
 /// multiply. Everything else (norms, attention, softmax, gradients' sums, the weights themselves)
@@ -96,7 +101,14 @@ pub trait Float:
     }
     /// `y (n x dout) (+)= x (n x din) @ w (dout x din)^T` by the few-rows kernel (`skinny`); false when
     /// it does not apply, with nothing done.
-    fn skinny(_y: &mut [Self], _x: &[Self], _w: &[Self], _din: usize, _dout: usize, _add: bool) -> bool {
+    fn skinny(
+        _y: &mut [Self],
+        _x: &[Self],
+        _w: &[Self],
+        _din: usize,
+        _dout: usize,
+        _add: bool,
+    ) -> bool {
         false
     }
     /// `gemm::matmul` in bf16 (`gemm_bf16`); false when it does not apply, with nothing done.
@@ -104,7 +116,43 @@ pub trait Float:
     /// # Safety
     /// As `gemm::matmul`.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn matmul_bf16(_m: usize, _n: usize, _k: usize, _dst: gemm::ViewMut<Self>, _acc: bool, _a: gemm::View<Self>, _b: gemm::View<Self>, _scale: Self, _parallel: bool) -> bool {
+    unsafe fn matmul_bf16(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _dst: gemm::ViewMut<Self>,
+        _acc: bool,
+        _a: gemm::View<Self>,
+        _b: gemm::View<Self>,
+        _scale: Self,
+        _parallel: bool,
+    ) -> bool {
+        false
+    }
+    /// The generation path's products (`linear::project`); exact products in the element type
+    /// unless overridden.
+    fn project(x: &[Self], _n: usize, din: usize, outs: &mut [linear::ProjectOut<Self>]) {
+        for o in outs.iter_mut() {
+            linear::accumulate(o.y, x, o.w, din, o.n, o.add, MatmulPrecision::Full);
+        }
+    }
+    /// The few-queries attention kernel (`few_queries::attend`); false when it does not apply.
+    ///
+    /// # Safety
+    /// As `few_queries::attend`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn few_queries(
+        _nq: usize,
+        _d: usize,
+        _q: *const Self,
+        _k: *const Self,
+        _v: *const Self,
+        _rs: usize,
+        _len: usize,
+        _scale: Self,
+        _out: *mut Self,
+        _p: &mut Vec<Self>,
+    ) -> bool {
         false
     }
 }
@@ -132,10 +180,49 @@ impl Float for f32 {
     fn skinny(y: &mut [f32], x: &[f32], w: &[f32], din: usize, dout: usize, add: bool) -> bool {
         let n = x.len() / din.max(1);
         n <= skinny::MAX_ROWS
-            && skinny::matmul_many(x, n, din, &mut [skinny::Out { w: skinny::Weight::F32(w), n: dout, y, ys: dout, add }], gemm::threads())
+            && skinny::matmul_many(
+                x,
+                n,
+                din,
+                &mut [skinny::Out {
+                    w: skinny::Weight::F32(w),
+                    n: dout,
+                    y,
+                    ys: dout,
+                    add,
+                }],
+                gemm::threads(),
+            )
     }
-    unsafe fn matmul_bf16(m: usize, n: usize, k: usize, dst: gemm::ViewMut<f32>, acc: bool, a: gemm::View<f32>, b: gemm::View<f32>, scale: f32, parallel: bool) -> bool {
+    unsafe fn matmul_bf16(
+        m: usize,
+        n: usize,
+        k: usize,
+        dst: gemm::ViewMut<f32>,
+        acc: bool,
+        a: gemm::View<f32>,
+        b: gemm::View<f32>,
+        scale: f32,
+        parallel: bool,
+    ) -> bool {
         gemm_bf16::matmul(m, n, k, dst, acc, a, b, scale, parallel)
+    }
+    fn project(x: &[f32], n: usize, din: usize, outs: &mut [linear::ProjectOut<f32>]) {
+        linear::project_f32(x, n, din, outs)
+    }
+    unsafe fn few_queries(
+        nq: usize,
+        d: usize,
+        q: *const f32,
+        k: *const f32,
+        v: *const f32,
+        rs: usize,
+        len: usize,
+        scale: f32,
+        out: *mut f32,
+        p: &mut Vec<f32>,
+    ) -> bool {
+        few_queries::attend(nq, d, q, k, v, rs, len, scale, out, p)
     }
 }
 
@@ -149,56 +236,13 @@ impl Float for f64 {
     }
 }
 
-/// The contiguous data of a custom op's input.
-pub fn slice<'a, T: WithDType>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [T]> {
-    let data = s.as_slice::<T>()?;
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&data[a..b]),
-        None => bail!("{what}: input must be contiguous, got strides {:?}", l.stride()),
-    }
-}
-
-/// Runs `f` on the contiguous CPU data of `t` (copying it first if it is strided).
-pub fn with_data<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
-    let t = t.contiguous()?;
-    let (s, l) = t.storage_and_layout();
-    match &*s {
-        Storage::Cpu(c) => Ok(f(slice::<T>(c, l, "tensor")?)),
-        _ => bail!("the decoder's kernels run on the CPU only"),
-    }
-}
-
-pub fn tensor<T: WithDType>(v: Vec<T>, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {
-    Tensor::from_vec(v, shape, device)
-}
-
-pub fn storage<T: WithDType>(v: Vec<T>) -> CpuStorage {
-    T::to_cpu_storage_owned(v)
-}
-
-/// Dispatches on the float dtype of the kernels.
-macro_rules! dispatch {
-    ($dtype:expr, $name:expr, $f:ident ( $($arg:expr),* )) => {
-        match $dtype {
-            candle_core::DType::F32 => $f::<f32>($($arg),*),
-            candle_core::DType::F64 => $f::<f64>($($arg),*),
-            other => candle_core::bail!("{}: unsupported dtype {other:?} (f32 or f64)", $name),
-        }
-    };
-}
-pub(crate) use dispatch;
-
-pub fn check_float(dtype: DType, what: &str) -> Result<()> {
-    match dtype {
-        DType::F32 | DType::F64 => Ok(()),
-        other => bail!("{what}: unsupported dtype {other:?} (f32 or f64)"),
-    }
-}
-
 /// A raw pointer that rayon tasks may share because each writes a disjoint region.
 #[derive(Clone, Copy)]
 pub struct SendPtr<T>(pub *mut T);
+// SAFETY: a `SendPtr` is only made for buffers that outlive the parallel section using it, and every
+// task reads shared inputs or writes a region no other task touches (each use says which).
 unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as for `Send`.
 unsafe impl<T> Sync for SendPtr<T> {}
 impl<T> SendPtr<T> {
     #[inline]
@@ -210,5 +254,9 @@ impl<T> SendPtr<T> {
 /// Deterministic values in [-1, 1] for the kernels' unit tests.
 #[cfg(test)]
 pub fn test_values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0).collect()
+    (0..n as u32)
+        .map(|i| {
+            ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
 }

@@ -2,60 +2,18 @@
 //! dW in that same layout (candle's matmul of `x` by `W.t()` would hand back a transposed gradient that
 //! the gradient store then copies element by element).
 
-use candle_core::backend::BackendStorage;
-use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
-
 use super::gemm::{matmul, View, ViewMut};
-use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision};
-
-/// `x (.., in) @ w (out, in)^T + b (out)`.
-pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
-    let x = x.contiguous()?;
-    let w = w.contiguous()?;
-    match b {
-        None => x.apply_op2(&w, Linear),
-        Some(b) => x.apply_op3(&w, &b.contiguous()?, Linear),
-    }
-}
-
-struct Linear;
-
-fn dims(x: &Shape, w: &Shape, b: Option<&Shape>) -> Result<(usize, usize, usize, Shape)> {
-    let (dout, din) = w.dims2()?;
-    let xd = x.dims();
-    if xd.is_empty() || xd[xd.len() - 1] != din {
-        bail!("linear: input {x:?} does not end in the weight's input size {din} (weight {w:?})");
-    }
-    if let Some(b) = b {
-        if b.dims() != [dout] {
-            bail!("linear: bias {b:?} does not match the weight's output size {dout}");
-        }
-    }
-    let n = x.elem_count() / din;
-    let mut out = xd.to_vec();
-    *out.last_mut().unwrap() = dout;
-    Ok((n, din, dout, Shape::from(out)))
-}
-
-fn forward<T: Float>(
-    x: &CpuStorage,
-    lx: &Layout,
-    w: &CpuStorage,
-    lw: &Layout,
-    b: Option<(&CpuStorage, &Layout)>,
-) -> Result<(CpuStorage, Shape)> {
-    let (_, din, dout, shape) = dims(lx.shape(), lw.shape(), b.map(|(_, l)| l.shape()))?;
-    let x = slice::<T>(x, lx, "linear x")?;
-    let w = slice::<T>(w, lw, "linear w")?;
-    let b = match b {
-        Some((bs, bl)) => Some(slice::<T>(bs, bl, "linear b")?),
-        None => None,
-    };
-    Ok((storage(forward_slices(x, w, b, din, dout, MatmulPrecision::Full)), shape))
-}
+use super::{Float, MatmulPrecision};
 
 /// `y (n x dout) = x (n x din) @ w (dout x din)^T (+ b)`.
-pub fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
+pub fn forward_slices<T: Float>(
+    x: &[T],
+    w: &[T],
+    b: Option<&[T]>,
+    din: usize,
+    dout: usize,
+    p: MatmulPrecision,
+) -> Vec<T> {
     let n = x.len() / din.max(1);
     let mut y = vec![T::zero(); n * dout];
     if let Some(b) = b {
@@ -73,10 +31,30 @@ pub fn forward_slices<T: Float>(x: &[T], w: &[T], b: Option<&[T]>, din: usize, d
 const SKINNY_ROWS: usize = 256;
 
 /// `y (+)= x @ w^T` in place (`add` keeps what `y` holds, e.g. the residual stream).
-pub fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
+pub fn accumulate<T: Float>(
+    y: &mut [T],
+    x: &[T],
+    w: &[T],
+    din: usize,
+    dout: usize,
+    add: bool,
+    p: MatmulPrecision,
+) {
     let n = x.len() / din.max(1);
     if p == MatmulPrecision::Bf16
-        && unsafe { T::matmul_bf16(n, dout, din, ViewMut::rows(y.as_mut_ptr(), dout), add, View::rows(x.as_ptr(), din), View::rows(w.as_ptr(), din).t(), T::one(), true) }
+        && unsafe {
+            T::matmul_bf16(
+                n,
+                dout,
+                din,
+                ViewMut::rows(y.as_mut_ptr(), dout),
+                add,
+                View::rows(x.as_ptr(), din),
+                View::rows(w.as_ptr(), din).t(),
+                T::one(),
+                true,
+            )
+        }
     {
         return;
     }
@@ -91,7 +69,11 @@ pub fn accumulate<T: Float>(y: &mut [T], x: &[T], w: &[T], din: usize, dout: usi
                 n,
                 dout,
                 din,
-                ViewMut { ptr: t.as_mut_ptr(), rs: 1, cs: n },
+                ViewMut {
+                    ptr: t.as_mut_ptr(),
+                    rs: 1,
+                    cs: n,
+                },
                 false,
                 View::rows(x.as_ptr(), din),
                 View::rows(w.as_ptr(), din).t(),
@@ -134,8 +116,63 @@ fn transpose_into<T: Float>(y: &mut [T], t: &[T], n: usize, dout: usize, add: bo
     }
 }
 
+/// One weight of a generation-path product (its bf16 copy too, when the rollout has one) and where its
+/// product goes: `y (n x n_out) (+)= x @ w^T`, a whole row-major matrix.
+pub struct ProjectOut<'a, T> {
+    pub w: &'a [T],
+    pub half: Option<&'a [u16]>,
+    pub n: usize,
+    pub y: &'a mut [T],
+    pub add: bool,
+}
+
+/// Up to this many chunks of `skinny::MAX_ROWS` rows (a large decode step, a short prefill), streaming
+/// the weights once per chunk beats one general multiply over all the rows.
+const SKINNY_CHUNKS: usize = 2;
+
+/// The generation path's `outs[i].y (+)= x (n x din) @ outs[i].w^T`: a decode step's few rows go through
+/// the skinny kernel, every weight of one input in a single dispatch (from the bf16 copy where there is
+/// one); more rows through the general multiply in f32, unless a bf16 copy is given (then chunks of the
+/// skinny kernel).
+pub fn project_f32(x: &[f32], n: usize, din: usize, outs: &mut [ProjectOut<f32>]) {
+    use super::skinny::{self, Out, Weight};
+    // A bf16 snapshot is read by every product of its generation, however many rows (a long prompt
+    // too), so the sampled distribution does not depend on how rows were batched.
+    let half = outs.iter().any(|o| o.half.is_some());
+    if (half || n <= SKINNY_CHUNKS * skinny::MAX_ROWS) && skinny::available() {
+        let chunks = n.div_ceil(skinny::MAX_ROWS);
+        let per = n.div_ceil(chunks.max(1)).max(1);
+        for r0 in (0..n).step_by(per) {
+            let m = per.min(n - r0);
+            let mut part: Vec<Out> = outs
+                .iter_mut()
+                .map(|o| Out {
+                    w: o.half.map_or(Weight::F32(o.w), Weight::Bf16),
+                    n: o.n,
+                    y: &mut o.y[r0 * o.n..],
+                    ys: o.n,
+                    add: o.add,
+                })
+                .collect();
+            skinny::matmul_many(&x[r0 * din..], m, din, &mut part, super::gemm::threads());
+        }
+        return;
+    }
+    for o in outs.iter_mut() {
+        accumulate(o.y, x, o.w, din, o.n, o.add, MatmulPrecision::Full);
+    }
+}
+
 /// `dx (n x din) (+)= g (n x dout) @ w (dout x din)`.
-pub fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: usize, add: bool, p: MatmulPrecision) {
+pub fn grad_input<T: Float>(
+    dx: &mut [T],
+    g: &[T],
+    w: &[T],
+    din: usize,
+    dout: usize,
+    add: bool,
+    p: MatmulPrecision,
+) {
     let n = g.len() / dout.max(1);
     unsafe {
         matmul(
@@ -154,7 +191,13 @@ pub fn grad_input<T: Float>(dx: &mut [T], g: &[T], w: &[T], din: usize, dout: us
 }
 
 /// `dw (dout x din) = g (n x dout)^T @ x (n x din)`.
-pub fn grad_weight<T: Float>(g: &[T], x: &[T], din: usize, dout: usize, p: MatmulPrecision) -> Vec<T> {
+pub fn grad_weight<T: Float>(
+    g: &[T],
+    x: &[T],
+    din: usize,
+    dout: usize,
+    p: MatmulPrecision,
+) -> Vec<T> {
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];
     unsafe {
@@ -183,87 +226,4 @@ pub fn grad_bias<T: Float>(g: &[T], dout: usize) -> Vec<T> {
         }
     }
     db
-}
-
-fn grad_x<T: Float>(g: &Tensor, w: &Tensor, x: &Tensor) -> Result<Tensor> {
-    let (dout, din) = w.dims2()?;
-    let n = g.elem_count() / dout;
-    let dx = with_data::<T, _>(g, |g| {
-        with_data::<T, _>(w, |w| {
-            let mut dx = vec![T::zero(); n * din];
-            grad_input(&mut dx, g, w, din, dout, false, MatmulPrecision::Full);
-            dx
-        })
-    })??;
-    tensor(dx, x.shape(), x.device())
-}
-
-fn grad_w<T: Float>(g: &Tensor, x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let (dout, din) = w.dims2()?;
-    let dw = with_data::<T, _>(g, |g| with_data::<T, _>(x, |x| grad_weight(g, x, din, dout, MatmulPrecision::Full)))??;
-    tensor(dw, w.shape(), w.device())
-}
-
-fn grad_b<T: Float>(g: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let db = with_data::<T, _>(g, |g| grad_bias(g, b.elem_count()))?;
-    tensor(db, b.shape(), b.device())
-}
-
-fn maybe<T>(need: bool, f: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
-    if need {
-        f().map(Some)
-    } else {
-        Ok(None)
-    }
-}
-
-impl CustomOp2 for Linear {
-    fn name(&self) -> &'static str {
-        "cppo-linear"
-    }
-
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
-        dispatch!(s1.dtype(), "linear", forward(s1, l1, s2, l2, None))
-    }
-
-    fn bwd(&self, x: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let g = g.contiguous()?;
-        let dx = maybe(x.track_op(), || dispatch!(g.dtype(), "linear", grad_x(&g, w, x)))?;
-        // A frozen weight costs no dW.
-        let dw = maybe(w.track_op(), || dispatch!(g.dtype(), "linear", grad_w(&g, x, w)))?;
-        Ok((dx, dw))
-    }
-}
-
-impl CustomOp3 for Linear {
-    fn name(&self) -> &'static str {
-        "cppo-linear-bias"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        dispatch!(s1.dtype(), "linear", forward(s1, l1, s2, l2, Some((s3, l3))))
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        b: &Tensor,
-        _res: &Tensor,
-        g: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let g = g.contiguous()?;
-        let dx = maybe(x.track_op(), || dispatch!(g.dtype(), "linear", grad_x(&g, w, x)))?;
-        let dw = maybe(w.track_op(), || dispatch!(g.dtype(), "linear", grad_w(&g, x, w)))?;
-        let db = maybe(b.track_op(), || dispatch!(g.dtype(), "linear", grad_b(&g, b)))?;
-        Ok((dx, dw, db))
-    }
 }

@@ -5,14 +5,11 @@
 //! projection's work). The forward pass also yields each predicting row's entropy, as a detached
 //! by-product for metrics.
 
-use std::sync::{Arc, Mutex};
-
-use candle_core::backend::BackendStorage;
-use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor, WithDType};
+use candle_core::WithDType;
 use rayon::prelude::*;
 
 use super::gemm::{matmul, View, ViewMut};
-use super::{dispatch, slice, storage, tensor, with_data, Float, MatmulPrecision};
+use super::{Float, MatmulPrecision};
 
 /// What to score: slot `s` is the log-probability of token `targets[s]` given hidden row `rows[s]`,
 /// written at flat index `out_index[s]` of an output of shape `out_shape` (zeros elsewhere).
@@ -24,40 +21,6 @@ pub struct Gather {
     pub out_shape: Vec<usize>,
     /// Vocabulary columns per chunk; 0 picks about 2M logits per chunk.
     pub chunk_cols: usize,
-}
-
-/// Log-probabilities of `gather`'s targets and the entropies of their rows, both shaped
-/// `gather.out_shape`; the entropies carry no gradient.
-pub fn token_logprobs(hidden: &Tensor, lm_head: &Tensor, gather: Gather) -> Result<(Tensor, Tensor)> {
-    let n = gather.rows.len();
-    if gather.targets.len() != n || gather.out_index.len() != n {
-        bail!("token_logprobs: {} rows, {} targets, {} output slots", n, gather.targets.len(), gather.out_index.len());
-    }
-    let saved = Arc::new(Mutex::new(Saved::default()));
-    let op = LogProbOp { gather: Arc::new(gather), saved: saved.clone() };
-    let gather = op.gather.clone();
-    let logprobs = hidden.contiguous()?.apply_op2(&lm_head.contiguous()?, op)?;
-    let entropy = {
-        let s = saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
-        let mut out = vec![0f64; logprobs.elem_count()];
-        for (&o, &e) in gather.out_index.iter().zip(&s.entropy) {
-            out[o] = e;
-        }
-        Tensor::from_vec(out, gather.out_shape.clone(), hidden.device())?.to_dtype(hidden.dtype())?
-    };
-    Ok((logprobs, entropy))
-}
-
-#[derive(Default)]
-struct Saved {
-    /// log sum exp of each slot's logits, for the backward pass.
-    lse: Vec<f64>,
-    entropy: Vec<f64>,
-}
-
-struct LogProbOp {
-    gather: Arc<Gather>,
-    saved: Arc<Mutex<Saved>>,
 }
 
 /// Vocabulary columns per chunk: as asked, or about 2M logits at a time.
@@ -77,7 +40,15 @@ fn gather_rows<T: Float>(h: &[T], width: usize, rows: &[usize]) -> Vec<T> {
 }
 
 /// logits (slots x vc) of vocabulary rows `v0..v0 + vc`.
-fn logits_chunk<T: Float>(hs: &[T], w: &[T], width: usize, v0: usize, vc: usize, out: &mut Vec<T>, mp: MatmulPrecision) {
+fn logits_chunk<T: Float>(
+    hs: &[T],
+    w: &[T],
+    width: usize,
+    v0: usize,
+    vc: usize,
+    out: &mut Vec<T>,
+    mp: MatmulPrecision,
+) {
     let slots = hs.len() / width;
     out.clear();
     out.resize(slots * vc, T::zero());
@@ -97,25 +68,6 @@ fn logits_chunk<T: Float>(hs: &[T], w: &[T], width: usize, v0: usize, vc: usize,
     };
 }
 
-fn check(g: &Gather, hidden: &Shape, w: &Shape) -> Result<(usize, usize)> {
-    let (vocab, width) = w.dims2()?;
-    let hd = hidden.dims();
-    if hd.len() != 2 || hd[1] != width {
-        bail!("token_logprobs: hidden {hidden:?} does not match lm_head {w:?}");
-    }
-    let out: usize = g.out_shape.iter().product();
-    if let Some(&r) = g.rows.iter().find(|&&r| r >= hd[0]) {
-        bail!("token_logprobs: row {r} out of range for {} rows", hd[0]);
-    }
-    if let Some(&t) = g.targets.iter().find(|&&t| t as usize >= vocab) {
-        bail!("token_logprobs: token {t} out of range for vocabulary {vocab}");
-    }
-    if let Some(&o) = g.out_index.iter().find(|&&o| o >= out) {
-        bail!("token_logprobs: output index {o} out of range for shape {:?}", g.out_shape);
-    }
-    Ok((vocab, width))
-}
-
 /// Logits up to this size are kept by a training forward for its backward pass.
 pub const KEEP_LOGITS_BYTES: usize = 256 << 20;
 
@@ -128,7 +80,15 @@ pub struct Scored<T> {
     pub logits: Option<Vec<Vec<T>>>,
 }
 
-pub fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usize, keep: bool, mp: MatmulPrecision) -> Scored<T> {
+pub fn forward<T: Float>(
+    g: &Gather,
+    h: &[T],
+    w: &[T],
+    vocab: usize,
+    width: usize,
+    keep: bool,
+    mp: MatmulPrecision,
+) -> Scored<T> {
     let slots = g.rows.len();
     let hs = gather_rows(h, width, &g.rows);
     let vc = chunk(g.chunk_cols, slots, vocab);
@@ -144,23 +104,28 @@ pub fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usiz
             buf = Vec::new();
         }
         logits_chunk(&hs, w, width, v0, n, &mut buf, mp);
-        buf.par_chunks(n).zip(state.par_iter_mut()).zip(g.targets.par_iter()).for_each(|((z, st), &tgt)| {
-            let (m, s, t, zt) = st;
-            let cm = z.iter().fold(T::neg_infinity(), |a, &b| if b > a { b } else { a });
-            if cm > *m {
-                let f = (*m - cm).exp();
-                *s *= f;
-                *t *= f;
-                *m = cm;
-            }
-            let (ds, dt) = T::exp_stats(z, *m);
-            *s += ds;
-            *t += dt;
-            let tgt = tgt as usize;
-            if tgt >= v0 && tgt < v0 + n {
-                *zt = z[tgt - v0];
-            }
-        });
+        buf.par_chunks(n)
+            .zip(state.par_iter_mut())
+            .zip(g.targets.par_iter())
+            .for_each(|((z, st), &tgt)| {
+                let (m, s, t, zt) = st;
+                let cm = z
+                    .iter()
+                    .fold(T::neg_infinity(), |a, &b| if b > a { b } else { a });
+                if cm > *m {
+                    let f = (*m - cm).exp();
+                    *s *= f;
+                    *t *= f;
+                    *m = cm;
+                }
+                let (ds, dt) = T::exp_stats(z, *m);
+                *s += ds;
+                *t += dt;
+                let tgt = tgt as usize;
+                if tgt >= v0 && tgt < v0 + n {
+                    *zt = z[tgt - v0];
+                }
+            });
         if keep {
             kept.push(std::mem::take(&mut buf));
         }
@@ -176,7 +141,12 @@ pub fn forward<T: Float>(g: &Gather, h: &[T], w: &[T], vocab: usize, width: usiz
         lse.push(l);
         entropy.push(WithDType::to_f64(l - t / s));
     }
-    Scored { out, lse, entropy, logits: keep.then_some(kept) }
+    Scored {
+        out,
+        lse,
+        entropy,
+        logits: keep.then_some(kept),
+    }
 }
 
 /// d logit_v = g * (onehot(target) - softmax_v), folded into `dh (rows x width)` (added to) and `dw
@@ -206,19 +176,24 @@ pub fn backward_into<T: Float>(
     let mut v0 = 0;
     while v0 < vocab {
         let n = vc.min(vocab - v0);
-        match kept.as_mut().and_then(|k| k.next()).filter(|c| c.len() == slots * n) {
+        match kept
+            .as_mut()
+            .and_then(|k| k.next())
+            .filter(|c| c.len() == slots * n)
+        {
             Some(chunk) => buf = chunk,
             None => logits_chunk(&hs, w, width, v0, n, &mut buf, mp),
         }
-        buf.par_chunks_mut(n).zip(lse.par_iter().zip(gs.par_iter())).zip(g.targets.par_iter()).for_each(
-            |((z, (&l, &gi)), &tgt)| {
+        buf.par_chunks_mut(n)
+            .zip(lse.par_iter().zip(gs.par_iter()))
+            .zip(g.targets.par_iter())
+            .for_each(|((z, (&l, &gi)), &tgt)| {
                 T::exp_scale(z, l, -gi);
                 let tgt = tgt as usize;
                 if tgt >= v0 && tgt < v0 + n {
                     z[tgt - v0] += gi;
                 }
-            },
-        );
+            });
         unsafe {
             if dh.is_some() {
                 matmul(
@@ -253,72 +228,13 @@ pub fn backward_into<T: Float>(
     }
     if let Some(dh) = dh {
         for (s, &r) in g.rows.iter().enumerate() {
-            for (a, &b) in dh[r * width..(r + 1) * width].iter_mut().zip(&dhs[s * width..(s + 1) * width]) {
+            for (a, &b) in dh[r * width..(r + 1) * width]
+                .iter_mut()
+                .zip(&dhs[s * width..(s + 1) * width])
+            {
                 *a += b;
             }
         }
-    }
-}
-
-fn fwd_storage<T: Float>(op: &LogProbOp, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
-    let (vocab, width) = check(&op.gather, l1.shape(), l2.shape())?;
-    let h = slice::<T>(s1, l1, "token_logprobs hidden")?;
-    let w = slice::<T>(s2, l2, "token_logprobs lm_head")?;
-    let scored = forward(&op.gather, h, w, vocab, width, false, MatmulPrecision::Full);
-    let mut saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
-    saved.lse = scored.lse.iter().map(|&v| WithDType::to_f64(v)).collect();
-    saved.entropy = scored.entropy;
-    Ok((storage(scored.out), Shape::from(op.gather.out_shape.clone())))
-}
-
-fn bwd_tensors<T: Float>(op: &LogProbOp, hidden: &Tensor, w: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-    let (vocab, width) = w.dims2()?;
-    let rows = hidden.dim(0)?;
-    let need = (hidden.track_op(), w.track_op());
-    let lse: Vec<T> = {
-        let saved = op.saved.lock().map_err(|_| candle_core::Error::Msg("token_logprobs: poisoned state".into()))?;
-        if saved.lse.len() != op.gather.rows.len() {
-            bail!("token_logprobs: backward before forward");
-        }
-        saved.lse.iter().map(|&v| T::of(v)).collect()
-    };
-    let mut dh = vec![T::zero(); if need.0 { rows * width } else { 0 }];
-    let mut dw = vec![T::zero(); if need.1 { vocab * width } else { 0 }];
-    with_data::<T, _>(hidden, |h| {
-        with_data::<T, _>(w, |ws| {
-            with_data::<T, _>(g, |gs| {
-                backward_into(
-                    &op.gather,
-                    None,
-                    &lse,
-                    h,
-                    ws,
-                    gs,
-                    vocab,
-                    width,
-                    need.0.then_some(dh.as_mut_slice()),
-                    need.1.then_some(dw.as_mut_slice()),
-                    MatmulPrecision::Full,
-                )
-            })
-        })
-    })???;
-    let dh = if need.0 { Some(tensor(dh, hidden.shape(), hidden.device())?) } else { None };
-    let dw = if need.1 { Some(tensor(dw, w.shape(), w.device())?) } else { None };
-    Ok((dh, dw))
-}
-
-impl CustomOp2 for LogProbOp {
-    fn name(&self) -> &'static str {
-        "cppo-token-logprobs"
-    }
-
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
-        dispatch!(s1.dtype(), "token_logprobs", fwd_storage(self, s1, l1, s2, l2))
-    }
-
-    fn bwd(&self, hidden: &Tensor, w: &Tensor, _res: &Tensor, g: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        dispatch!(g.dtype(), "token_logprobs", bwd_tensors(self, hidden, w, g))
     }
 }
 
@@ -335,7 +251,13 @@ mod tests {
         let (rows, width, vocab) = (7, 12, 50);
         let h = values(rows * width, 1);
         let w = values(vocab * width, 2);
-        let g = Gather { rows: vec![0, 2, 3, 6, 6], targets: vec![4, 49, 0, 17, 33], out_index: vec![0, 1, 2, 3, 4], out_shape: vec![5], chunk_cols: 16 };
+        let g = Gather {
+            rows: vec![0, 2, 3, 6, 6],
+            targets: vec![4, 49, 0, 17, 33],
+            out_index: vec![0, 1, 2, 3, 4],
+            out_shape: vec![5],
+            chunk_cols: 16,
+        };
         let gout = values(5, 3);
         let kept = forward(&g, &h, &w, vocab, width, true, MatmulPrecision::Full);
         let plain = forward(&g, &h, &w, vocab, width, false, MatmulPrecision::Full);
@@ -345,7 +267,19 @@ mod tests {
         assert_eq!(chunks.len(), 4);
         let grads = |k: Option<Vec<Vec<f32>>>| {
             let (mut dh, mut dw) = (vec![0f32; rows * width], vec![0f32; vocab * width]);
-            backward_into(&g, k, &kept.lse, &h, &w, &gout, vocab, width, Some(&mut dh), Some(&mut dw), MatmulPrecision::Full);
+            backward_into(
+                &g,
+                k,
+                &kept.lse,
+                &h,
+                &w,
+                &gout,
+                vocab,
+                width,
+                Some(&mut dh),
+                Some(&mut dw),
+                MatmulPrecision::Full,
+            );
             (dh, dw)
         };
         let (a, b) = (grads(Some(chunks)), grads(None));

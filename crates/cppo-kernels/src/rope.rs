@@ -39,12 +39,22 @@ impl RopeTable {
                 sin64.push(s);
             }
         }
-        Ok(RopeTable { half, max_positions, cos32, sin32, cos64, sin64 })
+        Ok(RopeTable {
+            half,
+            max_positions,
+            cos32,
+            sin32,
+            cos64,
+            sin64,
+        })
     }
 
     pub fn check(&self, position: usize) -> Result<()> {
         if position >= self.max_positions {
-            bail!("position {position} is beyond max_position_embeddings {}", self.max_positions);
+            bail!(
+                "position {position} is beyond max_position_embeddings {}",
+                self.max_positions
+            );
         }
         Ok(())
     }
@@ -52,7 +62,13 @@ impl RopeTable {
 
 /// Rotates every head of every row of `x (rows, heads * 2 * half)` by its row's position; `inverse`
 /// applies the transposed rotation (the backward pass of the forward one).
-pub fn rope_rows<T: Float>(x: &mut [T], heads: usize, positions: &[usize], table: &RopeTable, inverse: bool) {
+pub fn rope_rows<T: Float>(
+    x: &mut [T],
+    heads: usize,
+    positions: &[usize],
+    table: &RopeTable,
+    inverse: bool,
+) {
     let half = table.half;
     let d = 2 * half;
     let width = heads * d;

@@ -87,17 +87,32 @@ mod x86 {
     /// [-87, 88] (inputs are clamped there, below which the result is negligible in a softmax).
     #[target_feature(enable = "avx2,fma")]
     unsafe fn exp8(x: __m256) -> __m256 {
-        let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0)), _mm256_set1_ps(88.0));
-        let n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        let x = _mm256_min_ps(
+            _mm256_max_ps(x, _mm256_set1_ps(-87.0)),
+            _mm256_set1_ps(88.0),
+        );
+        let n = _mm256_round_ps(
+            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+        );
         let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
         let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
         let mut p = _mm256_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5e-1] {
+        for c in [
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            5e-1,
+        ] {
             p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
         }
         let r2 = _mm256_mul_ps(r, r);
         let y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
-        let pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+        let pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+            23,
+        ));
         _mm256_mul_ps(y, pow2)
     }
 
@@ -107,12 +122,24 @@ mod x86 {
         let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         let mut i = 0;
         while i + 16 <= n {
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i + 8)), _mm256_loadu_ps(b.as_ptr().add(i + 8)), acc1);
+            acc0 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(a.as_ptr().add(i)),
+                _mm256_loadu_ps(b.as_ptr().add(i)),
+                acc0,
+            );
+            acc1 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(a.as_ptr().add(i + 8)),
+                _mm256_loadu_ps(b.as_ptr().add(i + 8)),
+                acc1,
+            );
             i += 16;
         }
         if i + 8 <= n {
-            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc0);
+            acc0 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(a.as_ptr().add(i)),
+                _mm256_loadu_ps(b.as_ptr().add(i)),
+                acc0,
+            );
             i += 8;
         }
         let mut s = hsum(_mm256_add_ps(acc0, acc1));
@@ -129,7 +156,11 @@ mod x86 {
         let a = _mm256_set1_ps(alpha);
         let mut i = 0;
         while i + 8 <= n {
-            let v = _mm256_fmadd_ps(a, _mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(y.as_ptr().add(i)));
+            let v = _mm256_fmadd_ps(
+                a,
+                _mm256_loadu_ps(x.as_ptr().add(i)),
+                _mm256_loadu_ps(y.as_ptr().add(i)),
+            );
             _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
             i += 8;
         }
@@ -167,7 +198,10 @@ mod x86 {
         let mut i = 0;
         while i + 8 <= z.len() {
             let x = _mm256_loadu_ps(z.as_ptr().add(i));
-            _mm256_storeu_ps(z.as_mut_ptr().add(i), _mm256_mul_ps(sc, exp8(_mm256_sub_ps(x, sh))));
+            _mm256_storeu_ps(
+                z.as_mut_ptr().add(i),
+                _mm256_mul_ps(sc, exp8(_mm256_sub_ps(x, sh))),
+            );
             i += 8;
         }
         while i < z.len() {

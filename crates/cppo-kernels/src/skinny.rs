@@ -13,9 +13,13 @@
 //! bf16 too and multiplied by bf16 dot products (twice the products per instruction, sums in f32:
 //! what a bf16 inference engine computes); elsewhere each weight is widened back to f32 in registers.
 //!
-//! The kernel needs AVX-512 F, VL and BW (`available()`); elsewhere the callers use the general multiply.
+//! The kernel runs on AVX2 + FMA (8 lanes, blocks of 4 input rows) and AVX-512 F/VL/BW (16 lanes,
+//! blocks of 8), chosen by `isa`; `available()` says whether either exists here. On AVX2 a bf16 weight
+//! is widened to f32 in registers (one shift): half the bytes of a memory-bound decode step.
 
 use rayon::prelude::*;
+
+use super::isa::Isa;
 
 /// Input rows up to this many take the kernel in one pass: with the weights walked in cache-sized
 /// panels, a 64-row decode step of SmolLM2-135M runs 1.4x faster than through gemm (`cppo bench
@@ -63,15 +67,15 @@ pub struct Out<'a> {
     pub add: bool,
 }
 
-/// Whether this machine runs the kernel (AVX-512 F, VL and BW; see `isa`).
+/// Whether this machine runs the kernel (AVX2 + FMA at least; see `isa`).
 pub fn available() -> bool {
-    super::isa::has(super::isa::Isa::Avx512)
+    super::isa::has(Isa::Avx2)
 }
 
 /// Whether bf16 weights are multiplied with bf16 dot products (AVX512-BF16, twice the products
 /// per instruction of an f32 FMA; the inputs are then rounded to bf16 as well).
 pub fn dot_bf16_available() -> bool {
-    super::isa::has(super::isa::Isa::Avx512Bf16)
+    super::isa::has(Isa::Avx512Bf16)
 }
 
 /// `outs[o].y (+)= x (m x k) @ outs[o].w^T` for every o, split over `threads` tasks. Returns false,
@@ -80,12 +84,32 @@ pub fn dot_bf16_available() -> bool {
 /// # Panics
 /// When a slice is too short for the sizes given (a caller's bug, not user input).
 pub fn matmul_many(x: &[f32], m: usize, k: usize, outs: &mut [Out], threads: usize) -> bool {
-    if !available() {
+    matmul_many_at(super::isa::level(), x, m, k, outs, threads)
+}
+
+/// `matmul_many` with the kernel of instruction-set level `level` (no higher than this machine's), so
+/// the tests can check every path the CPU has.
+pub fn matmul_many_at(
+    level: Isa,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    outs: &mut [Out],
+    threads: usize,
+) -> bool {
+    if level < Isa::Avx2 || !super::isa::has(level) {
         return false;
     }
     for o in outs.iter() {
-        assert!(x.len() >= m * k && o.w.len() >= o.n * k, "skinny: operands shorter than {m} x {k} / {} x {k}", o.n);
-        assert!(m == 0 || o.n == 0 || o.y.len() >= (m - 1) * o.ys + o.n, "skinny: output too short");
+        assert!(
+            x.len() >= m * k && o.w.len() >= o.n * k,
+            "skinny: operands shorter than {m} x {k} / {} x {k}",
+            o.n
+        );
+        assert!(
+            m == 0 || o.n == 0 || o.y.len() >= (m - 1) * o.ys + o.n,
+            "skinny: output too short"
+        );
     }
     if m == 0 || k == 0 && outs.iter().all(|o| o.add) {
         return true;
@@ -93,24 +117,31 @@ pub fn matmul_many(x: &[f32], m: usize, k: usize, outs: &mut [Out], threads: usi
     // For bf16 dot products, the inputs rounded once, each row padded with zeros to whole 32-element
     // blocks so the kernel reads whole vectors.
     let kp = k.div_ceil(32) * 32;
-    let xb: Vec<u16> = if dot_bf16_available() && outs.iter().any(|o| matches!(o.w, Weight::Bf16(_))) {
-        let mut xb = vec![0u16; m * kp];
-        for (d, s) in xb.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
-            for (d, &v) in d.iter_mut().zip(s) {
-                *d = to_bf16(v);
+    let xb: Vec<u16> =
+        if level >= Isa::Avx512Bf16 && outs.iter().any(|o| matches!(o.w, Weight::Bf16(_))) {
+            let mut xb = vec![0u16; m * kp];
+            for (d, s) in xb.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
+                for (d, &v) in d.iter_mut().zip(s) {
+                    *d = to_bf16(v);
+                }
             }
-        }
-        xb
-    } else {
-        Vec::new()
-    };
+            xb
+        } else {
+            Vec::new()
+        };
     let total: usize = outs.iter().map(|o| o.n).sum();
     // Each task takes a run of whole 3-row blocks of the outputs laid end to end.
     let per = total.div_ceil(threads.max(1)).div_ceil(3) * 3;
     let parts = total.div_ceil(per.max(1));
     let segs: Vec<Seg> = outs
         .iter_mut()
-        .map(|o| Seg { w: o.w, n: o.n, y: o.y.as_mut_ptr(), ys: o.ys, add: o.add })
+        .map(|o| Seg {
+            w: o.w,
+            n: o.n,
+            y: o.y.as_mut_ptr(),
+            ys: o.ys,
+            add: o.add,
+        })
         .collect();
     let run = |p: usize| {
         let (mut lo, hi) = (p * per, ((p + 1) * per).min(total));
@@ -120,7 +151,7 @@ pub fn matmul_many(x: &[f32], m: usize, k: usize, outs: &mut [Out], threads: usi
                 let j0 = lo - base;
                 let j1 = (hi - base).min(s.n);
                 // SAFETY: the asserts above bound every access; tasks write disjoint output columns.
-                unsafe { kernel(m, k, x.as_ptr(), (&xb, kp), s, j0, j1) };
+                unsafe { kernel(level, m, k, x.as_ptr(), (&xb, kp), s, j0, j1) };
                 lo = base + j1;
             }
             base += s.n;
@@ -146,19 +177,245 @@ struct Seg<'a> {
 unsafe impl Send for Seg<'_> {}
 unsafe impl Sync for Seg<'_> {}
 
-/// Output columns `j0..j1` of one weight; `xb` holds the inputs in bf16 (rows `kp` apart) when bf16
-/// weights take the dot-product kernel.
-unsafe fn kernel(m: usize, k: usize, x: *const f32, xb: (&[u16], usize), s: &Seg, j0: usize, j1: usize) {
+/// Output columns `j0..j1` of one weight, by the kernel of `level`; `xb` holds the inputs in bf16 (rows
+/// `kp` apart) when bf16 weights take the dot-product kernel.
+///
+/// # Safety
+/// `level` is no higher than this machine's; the pointers address the sizes given.
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel(
+    level: Isa,
+    m: usize,
+    k: usize,
+    x: *const f32,
+    xb: (&[u16], usize),
+    s: &Seg,
+    j0: usize,
+    j1: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     match s.w {
-        Weight::F32(w) => avx512::columns(m, k, x, w.as_ptr(), s.y, s.ys, s.add, j0, j1),
-        Weight::Bf16(w) if !xb.0.is_empty() => avx512::columns_dot(m, k, xb.0.as_ptr(), xb.1, w.as_ptr(), s.y, s.ys, s.add, j0, j1),
-        Weight::Bf16(w) => avx512::columns(m, k, x, w.as_ptr(), s.y, s.ys, s.add, j0, j1),
+        Weight::Bf16(w) if !xb.0.is_empty() => avx512::columns_dot(
+            m,
+            k,
+            xb.0.as_ptr(),
+            xb.1,
+            w.as_ptr(),
+            s.y,
+            s.ys,
+            s.add,
+            j0,
+            j1,
+        ),
+        Weight::F32(w) if level >= Isa::Avx512 => {
+            avx512::columns(m, k, x, w.as_ptr(), s.y, s.ys, s.add, j0, j1)
+        }
+        Weight::Bf16(w) if level >= Isa::Avx512 => {
+            avx512::columns(m, k, x, w.as_ptr(), s.y, s.ys, s.add, j0, j1)
+        }
+        Weight::F32(w) => avx2::columns(m, k, x, w.as_ptr(), s.y, s.ys, s.add, j0, j1),
+        Weight::Bf16(w) => avx2::columns(m, k, x, w.as_ptr(), s.y, s.ys, s.add, j0, j1),
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (m, k, x, xb, s, j0, j1);
+        let _ = (level, m, k, x, xb, s, j0, j1);
         unreachable!("skinny: no kernel on this architecture")
+    }
+}
+
+/// The weight rows one panel holds (an L2-sized share per thread).
+const PANEL_BYTES: usize = 1 << 17;
+
+/// Output columns `j0..j1` of a weight of `k` elements (`esize` bytes each) per row, walked in panels
+/// of weight rows that stay in cache while every block of up to `rows_max` input rows passes over them,
+/// so each block's inputs are read from L1 and the weights leave memory once: `block(i, r, j, c, pf,
+/// ahead)` multiplies input rows `i..i + r` by weight rows `j..j + c` and prefetches `pf` weight rows
+/// from row `ahead` (only the first pass over a panel fetches; far enough ahead that a block's weights
+/// arrive while earlier blocks compute).
+#[inline(always)]
+fn walk(
+    m: usize,
+    k: usize,
+    esize: usize,
+    rows_max: usize,
+    j0: usize,
+    j1: usize,
+    mut block: impl FnMut(usize, usize, usize, usize, usize, usize),
+) {
+    let ahead = 3 * (rows_max / m.clamp(1, rows_max)).min(4);
+    let panel = (PANEL_BYTES / (esize * k.max(1))).max(1).div_ceil(3) * 3;
+    let mut p0 = j0;
+    while p0 < j1 {
+        let p1 = (p0 + panel).min(j1);
+        let mut i = 0;
+        while i < m {
+            let r = (m - i).min(rows_max);
+            let mut j = p0;
+            while j < p1 {
+                let c = (p1 - j).min(3);
+                let pf = if i == 0 {
+                    (j1 - j).saturating_sub(ahead).min(3)
+                } else {
+                    0
+                };
+                block(i, r, j, c, pf, (j + ahead).min(j1.saturating_sub(1)));
+                j += c;
+            }
+            i += r;
+        }
+        p0 = p1;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// A weight element type: 8 of them widened to f32 lanes, or one.
+    pub(super) trait Elem: Copy {
+        unsafe fn load(p: *const Self) -> __m256;
+        fn value(self) -> f32;
+    }
+
+    impl Elem for f32 {
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        unsafe fn load(p: *const f32) -> __m256 {
+            _mm256_loadu_ps(p)
+        }
+        #[inline]
+        fn value(self) -> f32 {
+            self
+        }
+    }
+
+    impl Elem for u16 {
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        unsafe fn load(p: *const u16) -> __m256 {
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+                _mm_loadu_si128(p as *const __m128i),
+            )))
+        }
+        #[inline]
+        fn value(self) -> f32 {
+            super::from_bf16(self)
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
+
+    /// Input rows `x[0..R]` (k apart) against weight rows `w[0..C]` (k apart): `y[t * ys + c] (+)=`
+    /// their dot products (the last `k % 8` elements summed one by one); `ahead` is prefetched a line
+    /// per weight row per step. 4 x 3 sums, 3 weight vectors and one input take the 16 registers.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block<E: Elem, const R: usize, const C: usize>(
+        k: usize,
+        x: *const f32,
+        w: *const E,
+        ahead: *const E,
+        ahead_rows: usize,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let full = k / 8 * 8;
+        let mut kk = 0;
+        while kk < full {
+            let mut a = [_mm256_setzero_ps(); C];
+            for c in 0..C {
+                a[c] = E::load(w.add(c * k + kk));
+            }
+            for c in 0..ahead_rows {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.add(c * k + kk) as *const i8);
+            }
+            for t in 0..R {
+                let xv = _mm256_loadu_ps(x.add(t * k + kk));
+                for c in 0..C {
+                    acc[t][c] = _mm256_fmadd_ps(xv, a[c], acc[t][c]);
+                }
+            }
+            kk += 8;
+        }
+        for t in 0..R {
+            for c in 0..C {
+                let mut s = hsum(acc[t][c]);
+                for kk in full..k {
+                    s += *x.add(t * k + kk) * (*w.add(c * k + kk)).value();
+                }
+                let out = y.add(t * ys + c);
+                *out = if add { *out + s } else { s };
+            }
+        }
+    }
+
+    /// Up to 4 input rows against C weight rows.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows<E: Elem, const C: usize>(
+        r: usize,
+        k: usize,
+        x: *const f32,
+        w: *const E,
+        ahead: *const E,
+        ahead_rows: usize,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
+        match r {
+            4 => block::<E, 4, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            3 => block::<E, 3, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            2 => block::<E, 2, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+            _ => block::<E, 1, C>(k, x, w, ahead, ahead_rows, y, ys, add),
+        }
+    }
+
+    /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn columns<E: Elem>(
+        m: usize,
+        k: usize,
+        x: *const f32,
+        w: *const E,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+        j0: usize,
+        j1: usize,
+    ) {
+        super::walk(
+            m,
+            k,
+            std::mem::size_of::<E>(),
+            4,
+            j0,
+            j1,
+            |i, r, j, c, pf, ahead| unsafe {
+                let (xi, wj, next, yi) = (
+                    x.add(i * k),
+                    w.add(j * k),
+                    w.add(ahead * k),
+                    y.add(i * ys + j),
+                );
+                match c {
+                    3 => rows::<E, 3>(r, k, xi, wj, next, pf, yi, ys, add),
+                    2 => rows::<E, 2>(r, k, xi, wj, next, pf, yi, ys, add),
+                    _ => rows::<E, 1>(r, k, xi, wj, next, pf, yi, ys, add),
+                }
+            },
+        );
     }
 }
 
@@ -189,17 +446,18 @@ mod avx512 {
         #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
         #[inline]
         unsafe fn load(p: *const u16) -> __m512 {
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i))))
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                _mm256_loadu_si256(p as *const __m256i),
+            )))
         }
         #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
         #[inline]
         unsafe fn load_masked(mask: __mmask16, p: *const u16) -> __m512 {
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p as *const i16))))
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                _mm256_maskz_loadu_epi16(mask, p as *const i16),
+            )))
         }
     }
-
-    /// The weight rows one panel holds (an L2-sized share per thread).
-    pub(super) const PANEL_BYTES: usize = 1 << 17;
 
     /// The sums of four vectors, as the four lanes of one.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
@@ -208,8 +466,14 @@ mod avx512 {
         let ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
         let cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
         let (ab, cd) = (_mm512_castps_pd(ab), _mm512_castps_pd(cd));
-        let s = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ab, cd)), _mm512_castpd_ps(_mm512_unpackhi_pd(ab, cd)));
-        let h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+        let s = _mm512_add_ps(
+            _mm512_castpd_ps(_mm512_unpacklo_pd(ab, cd)),
+            _mm512_castpd_ps(_mm512_unpackhi_pd(ab, cd)),
+        );
+        let h = _mm256_add_ps(
+            _mm512_castps512_ps256(s),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)),
+        );
         _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))
     }
 
@@ -218,7 +482,16 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn block<E: Elem, const R: usize, const C: usize>(k: usize, x: *const f32, w: *const E, ahead: *const E, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
+    unsafe fn block<E: Elem, const R: usize, const C: usize>(
+        k: usize,
+        x: *const f32,
+        w: *const E,
+        ahead: *const E,
+        ahead_rows: usize,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); C]; R];
         let full = k / 16 * 16;
         let mut kk = 0;
@@ -257,11 +530,21 @@ mod avx512 {
     /// `y[t * ys + c] (+)=` the lane sum of `acc[t][c]`.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
-    unsafe fn store<const R: usize, const C: usize>(acc: &[[__m512; C]; R], y: *mut f32, ys: usize, add: bool) {
+    unsafe fn store<const R: usize, const C: usize>(
+        acc: &[[__m512; C]; R],
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
         let lanes: __mmask8 = (1u8 << C) - 1;
         let z = _mm512_setzero_ps();
         for (t, r) in acc.iter().enumerate() {
-            let mut s = reduce4(r[0], r.get(1).copied().unwrap_or(z), r.get(2).copied().unwrap_or(z), z);
+            let mut s = reduce4(
+                r[0],
+                r.get(1).copied().unwrap_or(z),
+                r.get(2).copied().unwrap_or(z),
+                z,
+            );
             let out = y.add(t * ys);
             if add {
                 s = _mm_add_ps(s, _mm_maskz_loadu_ps(lanes, out));
@@ -275,7 +558,17 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn block_dot<const R: usize, const C: usize>(k: usize, kp: usize, x: *const u16, w: *const u16, ahead: *const u16, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
+    unsafe fn block_dot<const R: usize, const C: usize>(
+        k: usize,
+        kp: usize,
+        x: *const u16,
+        w: *const u16,
+        ahead: *const u16,
+        ahead_rows: usize,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); C]; R];
         let full = k / 32 * 32;
         let mut kk = 0;
@@ -295,9 +588,14 @@ mod avx512 {
                 _mm_prefetch::<_MM_HINT_T0>(ahead.add(c * k + kk) as *const i8);
             }
             for t in 0..R {
-                let xv: __m512bh = std::mem::transmute(_mm512_loadu_si512(x.add(t * kp + kk) as *const __m512i));
+                let xv: __m512bh =
+                    std::mem::transmute(_mm512_loadu_si512(x.add(t * kp + kk) as *const __m512i));
                 for c in 0..C {
-                    acc[t][c] = _mm512_dpbf16_ps(acc[t][c], xv, std::mem::transmute::<__m512i, __m512bh>(a[c]));
+                    acc[t][c] = _mm512_dpbf16_ps(
+                        acc[t][c],
+                        xv,
+                        std::mem::transmute::<__m512i, __m512bh>(a[c]),
+                    );
                 }
             }
             kk += 32;
@@ -308,7 +606,18 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn rows_dot<const C: usize>(r: usize, k: usize, kp: usize, x: *const u16, w: *const u16, ahead: *const u16, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
+    unsafe fn rows_dot<const C: usize>(
+        r: usize,
+        k: usize,
+        kp: usize,
+        x: *const u16,
+        w: *const u16,
+        ahead: *const u16,
+        ahead_rows: usize,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
         match r {
             8 => block_dot::<8, C>(k, kp, x, w, ahead, ahead_rows, y, ys, add),
             7 => block_dot::<7, C>(k, kp, x, w, ahead, ahead_rows, y, ys, add),
@@ -324,9 +633,25 @@ mod avx512 {
     /// As `columns`, by `block_dot`.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn columns_dot(m: usize, k: usize, x: *const u16, kp: usize, w: *const u16, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
-        walk(m, k, 2, j0, j1, |i, r, j, c, pf, ahead| unsafe {
-            let (xi, wj, next, yi) = (x.add(i * kp), w.add(j * k), w.add(ahead * k), y.add(i * ys + j));
+    pub(super) unsafe fn columns_dot(
+        m: usize,
+        k: usize,
+        x: *const u16,
+        kp: usize,
+        w: *const u16,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+        j0: usize,
+        j1: usize,
+    ) {
+        super::walk(m, k, 2, 8, j0, j1, |i, r, j, c, pf, ahead| unsafe {
+            let (xi, wj, next, yi) = (
+                x.add(i * kp),
+                w.add(j * k),
+                w.add(ahead * k),
+                y.add(i * ys + j),
+            );
             match c {
                 3 => rows_dot::<3>(r, k, kp, xi, wj, next, pf, yi, ys, add),
                 2 => rows_dot::<2>(r, k, kp, xi, wj, next, pf, yi, ys, add),
@@ -339,7 +664,17 @@ mod avx512 {
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn rows<E: Elem, const C: usize>(r: usize, k: usize, x: *const f32, w: *const E, ahead: *const E, ahead_rows: usize, y: *mut f32, ys: usize, add: bool) {
+    unsafe fn rows<E: Elem, const C: usize>(
+        r: usize,
+        k: usize,
+        x: *const f32,
+        w: *const E,
+        ahead: *const E,
+        ahead_rows: usize,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+    ) {
         match r {
             8 => block::<E, 8, C>(k, x, w, ahead, ahead_rows, y, ys, add),
             7 => block::<E, 7, C>(k, x, w, ahead, ahead_rows, y, ys, add),
@@ -352,47 +687,41 @@ mod avx512 {
         }
     }
 
-    /// Output columns `j0..j1` of a weight of `k` elements (`esize` bytes each) per row, walked in
-    /// panels of weight rows that stay in cache while every block of up to 8 input rows passes over
-    /// them, so each block's inputs are read from L1 and the weights leave memory once:
-    /// `block(i, r, j, c, pf, ahead)` multiplies input rows `i..i + r` by weight rows `j..j + c` and
-    /// prefetches `pf` weight rows from row `ahead` (only the first pass over a panel fetches; far
-    /// enough ahead that a block's weights arrive while earlier blocks compute).
-    #[inline(always)]
-    fn walk(m: usize, k: usize, esize: usize, j0: usize, j1: usize, mut block: impl FnMut(usize, usize, usize, usize, usize, usize)) {
-        let ahead = 3 * (8 / m.clamp(1, 8)).min(4);
-        let panel = (PANEL_BYTES / (esize * k.max(1))).max(1).div_ceil(3) * 3;
-        let mut p0 = j0;
-        while p0 < j1 {
-            let p1 = (p0 + panel).min(j1);
-            let mut i = 0;
-            while i < m {
-                let r = (m - i).min(8);
-                let mut j = p0;
-                while j < p1 {
-                    let c = (p1 - j).min(3);
-                    let pf = if i == 0 { (j1 - j).saturating_sub(ahead).min(3) } else { 0 };
-                    block(i, r, j, c, pf, (j + ahead).min(j1.saturating_sub(1)));
-                    j += c;
-                }
-                i += r;
-            }
-            p0 = p1;
-        }
-    }
-
     /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn columns<E: Elem>(m: usize, k: usize, x: *const f32, w: *const E, y: *mut f32, ys: usize, add: bool, j0: usize, j1: usize) {
-        walk(m, k, std::mem::size_of::<E>(), j0, j1, |i, r, j, c, pf, ahead| unsafe {
-            let (xi, wj, next, yi) = (x.add(i * k), w.add(j * k), w.add(ahead * k), y.add(i * ys + j));
-            match c {
-                3 => rows::<E, 3>(r, k, xi, wj, next, pf, yi, ys, add),
-                2 => rows::<E, 2>(r, k, xi, wj, next, pf, yi, ys, add),
-                _ => rows::<E, 1>(r, k, xi, wj, next, pf, yi, ys, add),
-            }
-        });
+    pub(super) unsafe fn columns<E: Elem>(
+        m: usize,
+        k: usize,
+        x: *const f32,
+        w: *const E,
+        y: *mut f32,
+        ys: usize,
+        add: bool,
+        j0: usize,
+        j1: usize,
+    ) {
+        super::walk(
+            m,
+            k,
+            std::mem::size_of::<E>(),
+            8,
+            j0,
+            j1,
+            |i, r, j, c, pf, ahead| unsafe {
+                let (xi, wj, next, yi) = (
+                    x.add(i * k),
+                    w.add(j * k),
+                    w.add(ahead * k),
+                    y.add(i * ys + j),
+                );
+                match c {
+                    3 => rows::<E, 3>(r, k, xi, wj, next, pf, yi, ys, add),
+                    2 => rows::<E, 2>(r, k, xi, wj, next, pf, yi, ys, add),
+                    _ => rows::<E, 1>(r, k, xi, wj, next, pf, yi, ys, add),
+                }
+            },
+        );
     }
 }
 
@@ -403,19 +732,56 @@ mod tests {
 
     use crate::test_values as values;
 
+    /// Every level of the kernel this machine runs (AVX2, and AVX-512 where it has it).
+    fn levels() -> Vec<Isa> {
+        let levels: Vec<Isa> = [Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16]
+            .into_iter()
+            .filter(|&l| crate::isa::has(l))
+            .collect();
+        assert!(
+            !levels.is_empty(),
+            "built for a CPU with AVX2 (cppo_isa_avx2) but it is not available at run time"
+        );
+        levels
+    }
+
     #[test]
-    #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
+    #[cfg_attr(
+        not(cppo_isa_avx2),
+        ignore = "needs AVX2 + FMA, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)"
+    )]
     fn panels_of_a_long_weight_cover_every_column() {
         // k = 3000 makes a panel 12 weight rows, so 40 outputs take four panels (the last short).
         let (m, k, n) = (19, 3000, 40);
         let x = values(m * k, 1);
         let w = values(n * k, 2);
-        let mut y = vec![0f32; m * n];
-        assert!(matmul_many(&x, m, k, &mut [Out { w: Weight::F32(&w), n, y: &mut y, ys: n, add: false }], 2));
-        for i in 0..m {
-            for j in 0..n {
-                let dot: f64 = (0..k).map(|t| x[i * k + t] as f64 * w[j * k + t] as f64).sum();
-                assert!((y[i * n + j] as f64 - dot).abs() <= 1e-5 * k as f64, "({i}, {j}): {} vs {dot}", y[i * n + j]);
+        for level in levels() {
+            let mut y = vec![0f32; m * n];
+            assert!(matmul_many_at(
+                level,
+                &x,
+                m,
+                k,
+                &mut [Out {
+                    w: Weight::F32(&w),
+                    n,
+                    y: &mut y,
+                    ys: n,
+                    add: false
+                }],
+                2
+            ));
+            for i in 0..m {
+                for j in 0..n {
+                    let dot: f64 = (0..k)
+                        .map(|t| x[i * k + t] as f64 * w[j * k + t] as f64)
+                        .sum();
+                    assert!(
+                        (y[i * n + j] as f64 - dot).abs() <= 1e-5 * k as f64,
+                        "{level}: ({i}, {j}): {} vs {dot}",
+                        y[i * n + j]
+                    );
+                }
             }
         }
     }
@@ -438,7 +804,7 @@ mod tests {
         /// A bf16 weight gives the product of its widened values: with f32 inputs, or with the inputs
         /// rounded to bf16 where the dot-product instruction takes them.
         #[test]
-        #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
+        #[cfg_attr(not(cppo_isa_avx2), ignore = "needs AVX2 + FMA, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
         fn bf16_weights_multiply_their_widened_values(
             m in 1usize..20,
             k in 1usize..100,
@@ -450,22 +816,24 @@ mod tests {
             let x = values(m * k, seed);
             let half: Vec<u16> = values(n * k, seed + 1).iter().map(|&v| to_bf16(v)).collect();
             let start = values(m * n, seed + 2);
+            for level in levels() {
             let mut y = start.clone();
-            let ran = matmul_many(&x, m, k, &mut [Out { w: Weight::Bf16(&half), n, y: &mut y, ys: n, add }], threads);
+            let ran = matmul_many_at(level, &x, m, k, &mut [Out { w: Weight::Bf16(&half), n, y: &mut y, ys: n, add }], threads);
             prop_assert!(ran);
-            let input = |v: f32| if dot_bf16_available() { from_bf16(to_bf16(v)) } else { v } as f64;
+            let input = |v: f32| if level >= Isa::Avx512Bf16 { from_bf16(to_bf16(v)) } else { v } as f64;
             for i in 0..m {
                 for j in 0..n {
                     let dot: f64 = (0..k).map(|t| input(x[i * k + t]) * from_bf16(half[j * k + t]) as f64).sum();
                     let want = if add { start[i * n + j] as f64 + dot } else { dot };
                     let got = y[i * n + j] as f64;
-                    prop_assert!((got - want).abs() <= 1e-5 * (1.0 + k as f64), "({i}, {j}): {got} vs {want}");
+                    prop_assert!((got - want).abs() <= 1e-5 * (1.0 + k as f64), "{level}: ({i}, {j}): {got} vs {want}");
                 }
+            }
             }
         }
 
         #[test]
-        #[cfg_attr(not(cppo_isa_avx512), ignore = "needs AVX-512 F/VL/BW, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
+        #[cfg_attr(not(cppo_isa_avx2), ignore = "needs AVX2 + FMA, which this CPU lacks or CPPO_MAX_ISA caps (ops::isa)")]
         fn matches_a_plain_product(
             m in 0usize..20,
             k in 0usize..70,
@@ -478,8 +846,9 @@ mod tests {
             let x = values(m * k, seed);
             let ws: Vec<Vec<f32>> = ns.iter().enumerate().map(|(o, &n)| values(n * k, seed + 7 * o as u32 + 1)).collect();
             // Outputs may be strided (`ys = n + pad`): the padding must stay untouched.
-            let mut ys: Vec<Vec<f32>> = ns.iter().enumerate().map(|(o, &n)| values(m * (n + pad), seed + 100 + o as u32)).collect();
-            let before = ys.clone();
+            let before: Vec<Vec<f32>> = ns.iter().enumerate().map(|(o, &n)| values(m * (n + pad), seed + 100 + o as u32)).collect();
+            for level in levels() {
+            let mut ys = before.clone();
             let mut outs: Vec<Out> = ws
                 .iter()
                 .zip(ys.iter_mut())
@@ -487,7 +856,7 @@ mod tests {
                 .zip(&adds)
                 .map(|(((w, y), &n), &add)| Out { w: Weight::F32(w), n, y, ys: n + pad, add })
                 .collect();
-            prop_assert!(matmul_many(&x, m, k, &mut outs, threads));
+            prop_assert!(matmul_many_at(level, &x, m, k, &mut outs, threads));
             for (o, &n) in ns.iter().enumerate() {
                 let s = n + pad;
                 for i in 0..m {
@@ -499,9 +868,10 @@ mod tests {
                         }
                         let dot: f64 = (0..k).map(|t| x[i * k + t] as f64 * ws[o][j * k + t] as f64).sum();
                         let want = if adds[o] { before[o][i * s + j] as f64 + dot } else { dot };
-                        prop_assert!((got as f64 - want).abs() <= 1e-5 * (1.0 + k as f64), "out {o} ({i}, {j}): {got} vs {want}");
+                        prop_assert!((got as f64 - want).abs() <= 1e-5 * (1.0 + k as f64), "{level} out {o} ({i}, {j}): {got} vs {want}");
                     }
                 }
+            }
             }
         }
     }

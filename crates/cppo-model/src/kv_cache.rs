@@ -5,6 +5,7 @@
 
 use cppo_io::config::ModelConfig;
 use crate::decoder::{DecoderError, Result};
+use cppo_kernels::backend::CacheLayout;
 
 #[derive(Clone, Debug)]
 pub struct KvCache {
@@ -125,10 +126,9 @@ impl KvCache {
         Ok(())
     }
 
-    /// Offset of (row, kv head, position 0) in a layer's buffer.
-    #[inline]
-    pub(crate) fn offset(&self, row: usize, head: usize) -> usize {
-        (row * self.kv_heads + head) * self.max_len * self.head_dim
+    /// Where keys and values sit in each layer's buffer, as the kernels read it.
+    pub(crate) fn layout(&self) -> CacheLayout {
+        CacheLayout { kv_heads: self.kv_heads, max_len: self.max_len, head_dim: self.head_dim }
     }
 
     pub(crate) fn set_len(&mut self, row: usize, len: usize) {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Tensor};
 use cppo_model::decoder::expected_tensors;
 use cppo_model::{Decoder, DecoderError};
-use decoder_support::{decoder, families, finite_difference, flat, max_diff, pg_loss, reference, scalar, tokens, values, weights};
+use decoder_support::{decoder, families, finite_difference, flat, max_diff, pg_loss, reference, scalar, tokens, weights};
 
 const ADV: [f64; 3] = [1.0, -0.5, 0.7];
 
@@ -86,12 +86,27 @@ fn forward_and_gradients_match_the_reference_implementation() {
         assert_eq!(ours.dims(), theirs.dims());
         let err = max_diff(&flat(&ours), &flat(&theirs));
         assert!(err < 1e-10, "{name}: logits differ from the reference by {err}");
-        let r = Tensor::from_vec(values(ours.elem_count(), 3), ours.shape(), &Device::Cpu).unwrap();
-        let g1 = ours.mul(&r).unwrap().sum_all().unwrap().backward().unwrap();
-        let g2 = theirs.mul(&r).unwrap().sum_all().unwrap().backward().unwrap();
+        // The tape's gradients (a shared prompt, its completions packed after it) against autograd
+        // through the reference, each completion run as its own whole sequence.
+        let (prompt, comps) = sample(cfg.vocab_size);
+        let g1 = loss(&dec, &prompt, &comps).backward().unwrap();
+        let named = named(&dec);
+        let mut total: Option<Tensor> = None;
+        for (c, &a) in comps.iter().zip(&ADV) {
+            let seq: Vec<u32> = prompt.iter().chain(c).copied().collect();
+            let lp = decoder_support::log_softmax(&reference::logits(&cfg, &named, &[seq]).squeeze(0).unwrap());
+            for (t, &tok) in c.iter().enumerate() {
+                let term = (lp.get(prompt.len() - 1 + t).unwrap().get(tok as usize).unwrap() * a).unwrap();
+                total = Some(match total {
+                    None => term,
+                    Some(s) => (s + term).unwrap(),
+                });
+            }
+        }
+        let g2 = total.unwrap().backward().unwrap();
         for (vname, v) in dec.vars() {
             let a = flat(g1.get(&v).unwrap());
-            let b = flat(g2.get(&v).unwrap());
+            let b = flat(g2.get(named.get(&vname).unwrap()).unwrap());
             let err = max_diff(&a, &b);
             assert!(err < 1e-9, "{name}: {vname} gradient differs from the reference by {err}");
         }

@@ -115,29 +115,16 @@ fn training_log_probs_equal_inference_log_probs() {
     }
 }
 
-/// The same log-probs from a plain batch: the prompt repeated per completion, right-padded.
+/// The same log-probs from independent sequences: the prompt repeated before each completion, each
+/// sequence its own causal span (`sequence_logprobs`, differentiable), cut to the completions' slots.
 fn repeated_prompt_logprobs(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> (Tensor, Tensor) {
     let lmax = comps.iter().map(|c| c.len()).max().unwrap();
     let lp = prompt.len();
-    let k = comps.len();
-    let mut ids = vec![];
-    let mut targets = vec![];
-    let mut mask = vec![];
-    for c in comps {
-        ids.extend_from_slice(prompt);
-        for t in 0..lmax {
-            ids.push(*c.get(t).unwrap_or(&0));
-            targets.push(*c.get(t).unwrap_or(&0));
-            mask.push(if t < c.len() { 1f32 } else { 0.0 });
-        }
-    }
-    let ids = Tensor::from_vec(ids, (k, lp + lmax), &Device::Cpu).unwrap();
-    let logits = dec.forward_logits(&ids).unwrap().narrow(1, lp - 1, lmax).unwrap();
-    let ls = log_softmax(&logits);
-    let targets = Tensor::from_vec(targets, (k, lmax, 1), &Device::Cpu).unwrap();
-    let lps = ls.gather(&targets, 2).unwrap().squeeze(2).unwrap();
-    let mask = Tensor::from_vec(mask, (k, lmax), &Device::Cpu).unwrap().to_dtype(lps.dtype()).unwrap();
-    (lps.mul(&mask).unwrap(), mask)
+    let seqs: Vec<Vec<u32>> = comps.iter().map(|c| prompt.iter().chain(c).copied().collect()).collect();
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let out = dec.sequence_logprobs(&refs).unwrap();
+    let cut = |t: &Tensor| t.narrow(1, lp - 1, lmax).unwrap();
+    (cut(&out.logprobs), cut(&out.mask))
 }
 
 #[test]

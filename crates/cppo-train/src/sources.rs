@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use candle_core::Device;
 use cppo_core::Problem;
 use cppo_data::{ArithConfig, ArithSplit, Dataset, JsonlSpec};

@@ -7,14 +7,54 @@
 use std::sync::{Arc, Mutex};
 
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use cppo_kernels::backend::Backend;
+use cppo_kernels::cpu::Cpu;
+use cppo_kernels::host::with_slice;
+use cppo_kernels::reference::Reference;
 
 use super::tape::{self, Tape};
-use super::Decoder;
-use cppo_kernels::{tensor, with_data};
+use super::{Ctx, Decoder};
+
+/// A forward pass's tape, held until candle's backward pass asks for the weight gradients.
+pub(crate) trait TapeBackward<T>: Send + Sync {
+    /// The gradient of every weight (in parameter order) given the gradient of the scored output.
+    fn backward(&self, dec: &Decoder, dlogp: &[T]) -> Result<Vec<Vec<T>>>;
+}
+
+pub(crate) struct Held<B: Backend> {
+    tape: Tape<B>,
+}
+
+pub(crate) fn held<B: Backend>(tape: Tape<B>) -> Box<dyn TapeBackward<B::T>>
+where
+    Held<B>: TapeBackward<B::T> + 'static,
+{
+    Box::new(Held { tape })
+}
+
+/// The backward pass of a tape recorded on backend `$B` (computing in `$T`), over the decoder's
+/// current weights, which the forward pass read too.
+macro_rules! held_backward {
+    ($B:ty, $T:ty) => {
+        impl TapeBackward<$T> for Held<$B> {
+            fn backward(&self, dec: &Decoder, dlogp: &[$T]) -> Result<Vec<Vec<$T>>> {
+                let guards = dec.weight_guards();
+                let w: Vec<&[$T]> = guards.iter().map(|g| g.get::<$T>()).collect::<Result<_>>()?;
+                let b = <$B>::new();
+                let m = Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul };
+                Ok(tape::backward(&m, &self.tape, dlogp))
+            }
+        }
+    };
+}
+held_backward!(Cpu<f32>, f32);
+held_backward!(Cpu<f64>, f64);
+held_backward!(Reference<f32>, f32);
+held_backward!(Reference<f64>, f64);
 
 pub(crate) enum AnyTape {
-    F32(Tape<f32>),
-    F64(Tape<f64>),
+    F32(Box<dyn TapeBackward<f32>>),
+    F64(Box<dyn TapeBackward<f64>>),
 }
 
 struct Chain {
@@ -26,15 +66,15 @@ struct Chain {
 
 impl Chain {
     fn run_backward(&self, gout: &Tensor) -> Result<()> {
-        let params = self.dec.params();
+        let params = &self.dec.params;
         let grads: Vec<Tensor> = match &self.tape {
             AnyTape::F32(t) => {
-                let g = with_data::<f32, _>(gout, |g| tape::backward(&self.dec, t, g))??;
-                g.into_iter().zip(&params).map(|(g, p)| tensor(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
+                let g = with_slice::<f32, _>(gout, |g| t.backward(&self.dec, g))??;
+                g.into_iter().zip(params).map(|(g, p)| Tensor::from_vec(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
             }
             AnyTape::F64(t) => {
-                let g = with_data::<f64, _>(gout, |g| tape::backward(&self.dec, t, g))??;
-                g.into_iter().zip(&params).map(|(g, p)| tensor(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
+                let g = with_slice::<f64, _>(gout, |g| t.backward(&self.dec, g))??;
+                g.into_iter().zip(params).map(|(g, p)| Tensor::from_vec(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
             }
         };
         let mut slot = self.grads.lock().map_err(|_| candle_core::Error::Msg("decoder backward: poisoned".into()))?;
@@ -118,7 +158,7 @@ impl CustomOp3 for Link {
 
 /// `raw` (untracked) made differentiable with respect to every variable of `dec` through `tape`.
 pub(crate) fn attach(dec: &Decoder, tape: AnyTape, raw: Tensor) -> Result<Tensor> {
-    let vars: Vec<Tensor> = dec.params().iter().map(|p| p.t.clone()).collect();
+    let vars: Vec<Tensor> = dec.params.iter().map(|p| p.t.clone()).collect();
     if vars.is_empty() || !vars.iter().all(|v| v.is_variable()) {
         bail!("decoder link: every weight must be a variable");
     }

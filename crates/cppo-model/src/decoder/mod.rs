@@ -1,14 +1,16 @@
 //! The decoder of the Llama family (Llama 2/3, SmolLM2, Qwen2/2.5, Qwen3) with two execution paths over
-//! the same weights: a differentiable training path (`train.rs`: log-probs through a hand-differentiated
-//! tape, `tape.rs`, whose weight gradients reach candle's autograd through `attach.rs`; plain logits
-//! through a graph of the custom ops in `ops`) and a no-autograd generation path over a preallocated
-//! KV cache (`infer.rs`).
+//! the same weights, both written against the kernels' `Backend` trait: a training path (`tape.rs`:
+//! log-probs through a tape with a hand-written backward, whose weight gradients reach candle's
+//! autograd through `attach.rs`; `train.rs` is its public face) and a generation path over a
+//! preallocated KV cache (`infer.rs`, public face `generate.rs`). The weights are described once, by
+//! `cppo_io::params`, and found through `index.rs`.
 
 mod attach;
 mod error;
+mod generate;
+mod index;
 mod infer;
 mod random;
-mod slices;
 mod tape;
 mod train;
 
@@ -16,64 +18,78 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor, Var};
+use cppo_io::params::ParamSpec;
 
 pub use error::{DecoderError, Result};
+pub use generate::RolloutWeights;
 pub use random::{random_weights, RandomInit};
-pub use infer::RolloutWeights;
 pub use train::CompletionLogProbs;
 
 use cppo_io::config::ModelConfig;
+use cppo_io::weights::Weights;
+use cppo_kernels::backend::Backend;
 use cppo_kernels::rope::RopeTable;
 use cppo_kernels::MatmulPrecision;
-use cppo_io::weights::Weights;
+use index::Index;
 
 /// One weight: a `Var` when trainable, a plain tensor when frozen.
 #[derive(Clone, Debug)]
 pub(crate) struct Param {
-    pub name: String,
+    pub spec: ParamSpec,
     pub t: Tensor,
     pub var: Option<Var>,
 }
 
 impl Param {
-    /// The current value with no link to the gradient graph (for the inference path).
+    /// The current value with no link to the gradient graph.
     pub fn value(&self) -> Tensor {
         self.t.detach()
     }
 }
 
-#[derive(Clone, Debug)]
-pub(crate) struct Layer {
-    pub input_norm: Param,
-    pub q: Param,
-    pub q_bias: Option<Param>,
-    pub k: Param,
-    pub k_bias: Option<Param>,
-    pub v: Param,
-    pub v_bias: Option<Param>,
-    pub q_norm: Option<Param>,
-    pub k_norm: Option<Param>,
-    pub o: Param,
-    pub post_norm: Param,
-    pub gate: Param,
-    pub up: Param,
-    pub down: Param,
+/// Which implementation of the kernels' `Backend` runs the decoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// This crate's CPU kernels (`cppo_kernels::cpu`).
+    #[default]
+    Cpu,
+    /// Plain loops summing in f64 (`cppo_kernels::reference`): slow, for checking the others.
+    Reference,
 }
 
-impl Layer {
-    fn params(&self) -> Vec<&Param> {
-        let mut v = vec![&self.input_norm, &self.q];
-        v.extend(self.q_bias.as_ref());
-        v.push(&self.k);
-        v.extend(self.k_bias.as_ref());
-        v.push(&self.v);
-        v.extend(self.v_bias.as_ref());
-        v.extend(self.q_norm.as_ref());
-        v.extend(self.k_norm.as_ref());
-        v.extend([&self.o, &self.post_norm, &self.gate, &self.up, &self.down]);
-        v
-    }
+/// What the generic paths need: the backend, the weights as its views (in parameter order), where
+/// each weight is, and the model's shape.
+pub(crate) struct Ctx<'a, B: Backend> {
+    pub b: &'a B,
+    pub w: &'a [B::View<'a>],
+    pub ix: &'a Index,
+    pub cfg: &'a ModelConfig,
+    pub rope: &'a Arc<RopeTable>,
+    pub mp: MatmulPrecision,
 }
+
+/// Runs `$body` with `$m: Ctx` over this decoder's weights (read-locked for its duration) on the
+/// decoder's backend computing in `$T`. The weights live in host memory, which both backends read.
+macro_rules! with_ctx {
+    ($dec:expr, $T:ty, |$m:ident| $body:expr) => {{
+        let dec = &$dec;
+        let guards = dec.weight_guards();
+        let w: Vec<&[$T]> = guards.iter().map(|g| g.get::<$T>()).collect::<candle_core::Result<_>>()?;
+        match dec.backend {
+            $crate::decoder::BackendKind::Cpu => {
+                let b = cppo_kernels::cpu::Cpu::<$T>::new();
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul };
+                $body
+            }
+            $crate::decoder::BackendKind::Reference => {
+                let b = cppo_kernels::reference::Reference::<$T>::new();
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul };
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_ctx;
 
 /// A Llama-family decoder. Weights are `Var`s when trainable; computation is in `dtype` (f32 by
 /// default; f64 for gradient checks).
@@ -83,12 +99,11 @@ pub struct Decoder {
     device: Device,
     dtype: DType,
     trainable: bool,
-    pub(crate) embed: Param,
-    pub(crate) layers: Vec<Layer>,
-    pub(crate) norm: Param,
-    /// `None` when the output projection is tied to the embedding.
-    pub(crate) lm_head: Option<Param>,
+    /// Every weight, in the order of `ModelConfig::params()`.
+    pub(crate) params: Vec<Param>,
+    pub(crate) index: Arc<Index>,
     pub(crate) rope: Arc<RopeTable>,
+    backend: BackendKind,
     /// What `completion_logprobs*` has scored, shared by clones (not by `frozen_copy`).
     scored: Arc<ScoredCompletions>,
     /// How the training path's large products multiply (`with_matmul_precision`).
@@ -119,50 +134,9 @@ pub fn sequence_fingerprint(tokens: &[u32]) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The Hugging Face name of a tensor of layer `i`.
-fn layer_name(i: usize, rest: &str) -> String {
-    format!("model.layers.{i}.{rest}")
-}
-
-pub const EMBED: &str = "model.embed_tokens.weight";
-pub const NORM: &str = "model.norm.weight";
-pub const LM_HEAD: &str = "lm_head.weight";
-
-/// Every tensor a configuration needs, with its shape, in the decoder's stable order.
+/// Every tensor a configuration needs, with its shape, in the decoder's order (`ModelConfig::params()`).
 pub fn expected_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
-    let (h, hd) = (cfg.hidden_size, cfg.head_dim);
-    let (qw, kw) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
-    let mut out = vec![(EMBED.to_string(), vec![cfg.vocab_size, h])];
-    for i in 0..cfg.num_hidden_layers {
-        let mut push = |rest: &str, shape: Vec<usize>| out.push((layer_name(i, rest), shape));
-        push("input_layernorm.weight", vec![h]);
-        push("self_attn.q_proj.weight", vec![qw, h]);
-        if cfg.attention_bias {
-            push("self_attn.q_proj.bias", vec![qw]);
-        }
-        push("self_attn.k_proj.weight", vec![kw, h]);
-        if cfg.attention_bias {
-            push("self_attn.k_proj.bias", vec![kw]);
-        }
-        push("self_attn.v_proj.weight", vec![kw, h]);
-        if cfg.attention_bias {
-            push("self_attn.v_proj.bias", vec![kw]);
-        }
-        if cfg.qk_norm {
-            push("self_attn.q_norm.weight", vec![hd]);
-            push("self_attn.k_norm.weight", vec![hd]);
-        }
-        push("self_attn.o_proj.weight", vec![h, qw]);
-        push("post_attention_layernorm.weight", vec![h]);
-        push("mlp.gate_proj.weight", vec![cfg.intermediate_size, h]);
-        push("mlp.up_proj.weight", vec![cfg.intermediate_size, h]);
-        push("mlp.down_proj.weight", vec![h, cfg.intermediate_size]);
-    }
-    out.push((NORM.to_string(), vec![h]));
-    if !cfg.tie_word_embeddings {
-        out.push((LM_HEAD.to_string(), vec![cfg.vocab_size, h]));
-    }
-    out
+    cfg.params().into_iter().map(|p| (p.name, p.shape)).collect()
 }
 
 fn check_config(cfg: &ModelConfig) -> Result<()> {
@@ -207,12 +181,15 @@ impl Decoder {
         dtype: DType,
     ) -> Result<Decoder> {
         check_config(cfg)?;
-        cppo_kernels::check_float(dtype, "decoder").map_err(DecoderError::from)?;
-        let mut params = std::collections::BTreeMap::new();
-        for (name, shape) in expected_tensors(cfg) {
-            let t = weights.get(&name).ok_or_else(|| DecoderError::MissingTensor { name: name.clone() })?;
-            if t.dims() != shape.as_slice() {
-                return Err(DecoderError::BadShape { name, expected: shape, got: t.dims().to_vec() });
+        if !matches!(dtype, DType::F32 | DType::F64) {
+            return Err(DecoderError::BadInput(format!("decoder: unsupported compute dtype {dtype:?} (f32 or f64)")));
+        }
+        let mut params = Vec::new();
+        for spec in cfg.params() {
+            let name = &spec.name;
+            let t = weights.get(name).ok_or_else(|| DecoderError::MissingTensor { name: name.clone() })?;
+            if t.dims() != spec.shape.as_slice() {
+                return Err(DecoderError::BadShape { name: name.clone(), expected: spec.shape.clone(), got: t.dims().to_vec() });
             }
             // A deep copy, so that training never writes into the caller's tensors.
             let t = t.detach().to_device(device)?.to_dtype(dtype)?;
@@ -223,46 +200,9 @@ impl Decoder {
             } else {
                 (t.copy()?.contiguous()?, None)
             };
-            params.insert(name.clone(), Param { name, t, var });
+            params.push(Param { spec, t, var });
         }
-        let mut take = |name: &str| params.remove(name).expect("every expected tensor was inserted");
-        let embed = take(EMBED);
-        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-        for i in 0..cfg.num_hidden_layers {
-            let mut p = |rest: &str| take(&layer_name(i, rest));
-            let input_norm = p("input_layernorm.weight");
-            let q = p("self_attn.q_proj.weight");
-            let k = p("self_attn.k_proj.weight");
-            let v = p("self_attn.v_proj.weight");
-            let (q_bias, k_bias, v_bias) = if cfg.attention_bias {
-                (Some(p("self_attn.q_proj.bias")), Some(p("self_attn.k_proj.bias")), Some(p("self_attn.v_proj.bias")))
-            } else {
-                (None, None, None)
-            };
-            let (q_norm, k_norm) = if cfg.qk_norm {
-                (Some(p("self_attn.q_norm.weight")), Some(p("self_attn.k_norm.weight")))
-            } else {
-                (None, None)
-            };
-            layers.push(Layer {
-                input_norm,
-                q,
-                q_bias,
-                k,
-                k_bias,
-                v,
-                v_bias,
-                q_norm,
-                k_norm,
-                o: p("self_attn.o_proj.weight"),
-                post_norm: p("post_attention_layernorm.weight"),
-                gate: p("mlp.gate_proj.weight"),
-                up: p("mlp.up_proj.weight"),
-                down: p("mlp.down_proj.weight"),
-            });
-        }
-        let norm = take(NORM);
-        let lm_head = if cfg.tie_word_embeddings { None } else { Some(take(LM_HEAD)) };
+        let specs: Vec<ParamSpec> = params.iter().map(|p| p.spec.clone()).collect();
         let inv = cppo_io::config::inverse_frequencies(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling.as_ref());
         let rope = RopeTable::new(&inv, cfg.max_position_embeddings)?;
         Ok(Decoder {
@@ -270,11 +210,10 @@ impl Decoder {
             device: device.clone(),
             dtype,
             trainable,
-            embed,
-            layers,
-            norm,
-            lm_head,
+            index: Arc::new(Index::new(&specs)),
+            params,
             rope: Arc::new(rope),
+            backend: BackendKind::Cpu,
             scored: Arc::default(),
             matmul: MatmulPrecision::Full,
         })
@@ -334,29 +273,29 @@ impl Decoder {
         self.scored.fingerprint.fetch_add(sum, Ordering::Relaxed);
     }
 
-    /// Every weight in a fixed order (that of `vars()` and `expected_tensors`).
-    pub(crate) fn params(&self) -> Vec<&Param> {
-        let mut v = vec![&self.embed];
-        for l in &self.layers {
-            v.extend(l.params());
-        }
-        v.push(&self.norm);
-        v.extend(self.lm_head.as_ref());
-        v
+    /// The same decoder (sharing its weights) run by another backend: the reference backend, to check
+    /// the CPU kernels on every path.
+    pub fn with_backend(mut self, backend: BackendKind) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    pub fn backend(&self) -> BackendKind {
+        self.backend
     }
 
     /// The trainable variables by Hugging Face name, in a stable order (embedding, layers in order,
     /// final norm, untied lm_head); empty when frozen.
     pub fn vars(&self) -> Vec<(String, Var)> {
-        self.params().into_iter().filter_map(|p| p.var.clone().map(|v| (p.name.clone(), v))).collect()
+        self.params.iter().filter_map(|p| p.var.clone().map(|v| (p.spec.name.clone(), v))).collect()
     }
 
     /// A copy of the current values under their Hugging Face names (a tied embedding appears once, as
     /// `model.embed_tokens.weight`).
     pub fn to_weights(&self) -> Result<Weights> {
         let mut w = Weights::default();
-        for p in self.params() {
-            w.insert(p.name.clone(), p.value().copy()?);
+        for p in &self.params {
+            w.insert(p.spec.name.clone(), p.value().copy()?);
         }
         Ok(w)
     }
@@ -364,32 +303,18 @@ impl Decoder {
     /// A deep copy as plain tensors (no graph, no gradients), e.g. for the reference model.
     pub fn frozen_copy(&self) -> Result<Decoder> {
         let mut d = self.clone();
-        let freeze = |p: &mut Param| -> Result<()> {
+        for p in d.params.iter_mut() {
             p.t = p.value().copy()?;
             p.var = None;
-            Ok(())
-        };
-        freeze(&mut d.embed)?;
-        freeze(&mut d.norm)?;
-        if let Some(p) = d.lm_head.as_mut() {
-            freeze(p)?;
-        }
-        for l in d.layers.iter_mut() {
-            for p in [&mut l.input_norm, &mut l.q, &mut l.k, &mut l.v, &mut l.o, &mut l.post_norm, &mut l.gate, &mut l.up, &mut l.down] {
-                freeze(p)?;
-            }
-            for p in [&mut l.q_bias, &mut l.k_bias, &mut l.v_bias, &mut l.q_norm, &mut l.k_norm].into_iter().flatten() {
-                freeze(p)?;
-            }
         }
         d.trainable = false;
         d.scored = Arc::default();
         Ok(d)
     }
 
-    /// The output projection's weight (the embedding when tied).
-    pub(crate) fn lm_head_weight(&self) -> &Param {
-        self.lm_head.as_ref().unwrap_or(&self.embed)
+    /// Read locks on every weight's memory, in parameter order, for the kernels to read as slices.
+    pub(crate) fn weight_guards(&self) -> Vec<cppo_kernels::host::HostSlice<'_>> {
+        self.params.iter().map(|p| cppo_kernels::host::HostSlice::new(&p.t, &p.spec.name)).collect()
     }
 
     pub(crate) fn check_tokens(&self, tokens: &[u32]) -> Result<()> {

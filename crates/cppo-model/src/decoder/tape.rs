@@ -1,195 +1,211 @@
-//! The training forward pass over packed rows, run directly on the weights' memory with the layer
-//! activations it needs kept on a tape, and the matching backward pass written out by hand.
+//! The training forward pass over packed rows, with the layer activations its backward pass needs kept
+//! on a tape, and that backward pass written out by hand: every operation is a call on the backend, so
+//! the same code trains on any device.
 //!
-//! Going through candle's autograd for every op would cost a zero-filled buffer and an extra add per
+//! Going through an autograd graph for every op would cost a zero-filled buffer and an extra add per
 //! intermediate tensor, and a separate add per residual connection; here gradients flow into
-//! preallocated buffers (residual gradients accumulate in place) and only the weight gradients become
-//! tensors. `attach.rs` hands those to candle's gradient store.
+//! preallocated buffers (residual gradients accumulate in place) and only the weight gradients are
+//! returned.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use candle_core::Result;
+use cppo_io::params::LayerParam::*;
+use cppo_kernels::attention::{AttnLayout, Attention};
+use cppo_kernels::backend::{Backend, Scored};
+use cppo_kernels::logprob::Gather;
+use cppo_kernels::MatmulPrecision;
 
-use super::slices::{index, Locked};
-use super::Decoder;
-use cppo_kernels::attention::{self, AttnLayout, Attention};
-use cppo_kernels::logprob::{self, Gather, Scored};
-use cppo_kernels::{linear, rms_norm, swiglu, Float, MatmulPrecision};
+use super::Ctx;
 
 /// What a layer's backward pass needs from its forward pass (the norms and the MLP activation are
 /// recomputed instead, being cheap).
-struct Saved<T> {
-    x: Vec<T>,
-    q_raw: Option<Vec<T>>,
-    k_raw: Option<Vec<T>>,
-    q: Vec<T>,
-    k: Vec<T>,
-    v: Vec<T>,
-    a: Vec<T>,
-    x_mid: Vec<T>,
-    gate: Vec<T>,
-    up: Vec<T>,
+struct Saved<B: Backend> {
+    x: B::Buf,
+    q_raw: Option<B::Buf>,
+    k_raw: Option<B::Buf>,
+    q: B::Buf,
+    k: B::Buf,
+    v: B::Buf,
+    a: B::Buf,
+    x_mid: B::Buf,
+    gate: B::Buf,
+    up: B::Buf,
 }
 
-pub(crate) struct Tape<T> {
+pub(crate) struct Tape<B: Backend> {
     attn: Attention,
     /// The forward's products' precision, which the backward's follow.
     precision: MatmulPrecision,
     tokens: Vec<u32>,
-    layers: Vec<Saved<T>>,
-    x_final: Vec<T>,
+    layers: Vec<Saved<B>>,
+    x_final: B::Buf,
     gather: Gather,
-    lse: Vec<T>,
-    /// The output projection's logits, when the forward kept them (see `logprob`); the backward pass
-    /// takes them, so a second backward recomputes.
-    logits: std::sync::Mutex<Option<Vec<Vec<T>>>>,
+    lse: B::Buf,
+    /// The output projection's logits, when the forward kept them; the backward pass takes them, so a
+    /// second backward recomputes.
+    logits: Mutex<Option<Vec<B::Buf>>>,
 }
 
-fn gather_rows<T: Float>(table: &[T], width: usize, tokens: &[u32]) -> Vec<T> {
-    let mut out = Vec::with_capacity(tokens.len() * width);
-    for &t in tokens {
-        out.extend_from_slice(&table[t as usize * width..(t as usize + 1) * width]);
-    }
-    out
+/// `y = x @ w^T (+ bias)` as a new buffer of `n` rows.
+#[allow(clippy::too_many_arguments)]
+fn linear<B: Backend>(b: &B, x: &B::Buf, w: B::View<'_>, bias: Option<B::View<'_>>, n: usize, din: usize, dout: usize, p: MatmulPrecision) -> B::Buf {
+    let mut y = b.zeros(n * dout);
+    b.linear(b.view(x), w, bias, din, dout, b.view_mut(&mut y), false, p);
+    y
 }
 
-/// Runs the forward pass; keeps the tape when `save` (for a later backward pass).
-pub(crate) fn forward<T: Float>(
-    dec: &Decoder,
-    tokens: &[u32],
-    layout: AttnLayout,
-    gather: Gather,
-    save: bool,
-) -> Result<(Scored<T>, Option<Tape<T>>)> {
-    let cfg = dec.config();
-    let params = dec.params();
-    let locks: Vec<Locked> = params.iter().map(|p| Locked::new(p)).collect();
-    let w: Vec<&[T]> = locks.iter().map(|l| l.slice::<T>()).collect::<Result<_>>()?;
-    let ix = index(dec);
+/// The layers over the embedded rows `x`, returning the last layer's output (before the final norm),
+/// with each layer's saved activations when `save`.
+fn layers<B: Backend>(m: &Ctx<B>, mut x: B::Buf, attn: &Attention, n: usize, save: bool) -> (B::Buf, Vec<Saved<B>>) {
+    let (b, w, ix, cfg, mp) = (m.b, m.w, m.ix, m.cfg, m.mp);
     let (h, inter, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps);
-    let (heads, kvh, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
-    let (qw, kw) = (heads * hd, kvh * hd);
-    let attn = Attention { layout: Arc::new(layout), rope: dec.rope.clone(), heads, kv_heads: kvh, head_dim: hd };
-    let mp = dec.matmul_precision();
-    let n = tokens.len();
-    attn.check(&(n, qw).into(), &(n, kw).into(), &(n, kw).into())?;
-    let mut x = gather_rows(w[ix.embed], h, tokens);
-    let mut saved = Vec::with_capacity(if save { ix.layers.len() } else { 0 });
-    for l in &ix.layers {
-        let hn = rms_norm::forward(&x, w[l.input_norm], eps);
-        let mut q = linear::forward_slices(&hn, w[l.q], l.q_bias.map(|i| w[i]), h, qw, mp);
-        let mut k = linear::forward_slices(&hn, w[l.k], l.k_bias.map(|i| w[i]), h, kw, mp);
-        let v = linear::forward_slices(&hn, w[l.v], l.v_bias.map(|i| w[i]), h, kw, mp);
+    let (qw, kw) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
+    let mut saved = Vec::with_capacity(if save { ix.layers() } else { 0 });
+    for li in 0..ix.layers() {
+        let at = |p| w[ix.at(li, p)];
+        let opt = |p| ix.get(li, p).map(|i| w[i]);
+        let hn = b.rms_norm(b.view(&x), at(InputNorm), eps);
+        let mut q = linear(b, &hn, at(Q), opt(QBias), n, h, qw, mp);
+        let mut k = linear(b, &hn, at(K), opt(KBias), n, h, kw, mp);
+        let v = linear(b, &hn, at(V), opt(VBias), n, h, kw, mp);
         let (mut q_raw, mut k_raw) = (None, None);
-        if let (Some(qn), Some(kn)) = (l.q_norm, l.k_norm) {
-            let qn_out = rms_norm::forward(&q, w[qn], eps);
-            let kn_out = rms_norm::forward(&k, w[kn], eps);
+        if let (Some(qn), Some(kn)) = (opt(QNorm), opt(KNorm)) {
+            let qn_out = b.rms_norm(b.view(&q), qn, eps);
+            let kn_out = b.rms_norm(b.view(&k), kn, eps);
             q_raw = Some(std::mem::replace(&mut q, qn_out));
             k_raw = Some(std::mem::replace(&mut k, kn_out));
         }
-        let a = attention::forward(&attn, &q, &k, &v);
-        let mut x_mid = x.clone();
-        linear::accumulate(&mut x_mid, &a, w[l.o], qw, h, true, mp);
-        let h2 = rms_norm::forward(&x_mid, w[l.post_norm], eps);
-        let gate = linear::forward_slices(&h2, w[l.gate], None, h, inter, mp);
-        let up = linear::forward_slices(&h2, w[l.up], None, h, inter, mp);
-        let m = swiglu::forward(&gate, &up);
-        let mut x_next = x_mid.clone();
-        linear::accumulate(&mut x_next, &m, w[l.down], inter, h, true, mp);
+        let a = b.attention(attn, b.view(&q), b.view(&k), b.view(&v));
+        let mut x_mid = b.duplicate(b.view(&x));
+        b.linear(b.view(&a), at(O), None, qw, h, b.view_mut(&mut x_mid), true, mp);
+        let h2 = b.rms_norm(b.view(&x_mid), at(PostNorm), eps);
+        let gate = linear(b, &h2, at(Gate), None, n, h, inter, mp);
+        let up = linear(b, &h2, at(Up), None, n, h, inter, mp);
+        let act = b.swiglu(b.view(&gate), b.view(&up));
+        let mut x_next = b.duplicate(b.view(&x_mid));
+        b.linear(b.view(&act), at(Down), None, inter, h, b.view_mut(&mut x_next), true, mp);
         let x_in = std::mem::replace(&mut x, x_next);
         if save {
             saved.push(Saved { x: x_in, q_raw, k_raw, q, k, v, a, x_mid, gate, up });
         }
     }
-    let hn = rms_norm::forward(&x, w[ix.norm], eps);
-    let mut scored = logprob::forward(&gather, &hn, w[ix.lm_head], cfg.vocab_size, h, save, mp);
+    (x, saved)
+}
+
+fn attention<B: Backend>(m: &Ctx<B>, layout: AttnLayout, n: usize) -> Result<Attention> {
+    let cfg = m.cfg;
+    let (heads, kvh, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+    let attn = Attention { layout: Arc::new(layout), rope: m.rope.clone(), heads, kv_heads: kvh, head_dim: hd };
+    attn.check(&(n, heads * hd).into(), &(n, kvh * hd).into(), &(n, kvh * hd).into())?;
+    Ok(attn)
+}
+
+/// Runs the forward pass and scores the gathered targets; keeps the tape when `save` (for a later
+/// backward pass).
+pub(crate) fn forward<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout, gather: Gather, save: bool) -> Result<(Scored<B>, Option<Tape<B>>)> {
+    let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
+    let h = cfg.hidden_size;
+    let n = tokens.len();
+    let attn = attention(m, layout, n)?;
+    let x = b.embed(w[ix.embed], h, tokens);
+    let (x, saved) = layers(m, x, &attn, n, save);
+    let hn = b.rms_norm(b.view(&x), w[ix.norm], cfg.rms_norm_eps);
+    let mut scored = b.logprobs(&gather, b.view(&hn), w[ix.lm_head], cfg.vocab_size, h, save, m.mp);
     let tape = save.then(|| Tape {
         attn,
-        precision: mp,
+        precision: m.mp,
         tokens: tokens.to_vec(),
         layers: saved,
         x_final: x,
         gather,
-        lse: scored.lse.clone(),
-        logits: std::sync::Mutex::new(scored.logits.take()),
+        lse: b.duplicate(b.view(&scored.lse)),
+        logits: Mutex::new(scored.logits.take()),
     });
     Ok((scored, tape))
 }
 
-/// The gradient of every weight (in `Decoder::params()` order) given the gradient `gout` of the
-/// scored output.
-pub(crate) fn backward<T: Float>(dec: &Decoder, tape: &Tape<T>, gout: &[T]) -> Result<Vec<Vec<T>>> {
-    let cfg = dec.config();
-    let params = dec.params();
-    let locks: Vec<Locked> = params.iter().map(|p| Locked::new(p)).collect();
-    let w: Vec<&[T]> = locks.iter().map(|l| l.slice::<T>()).collect::<Result<_>>()?;
-    let ix = index(dec);
+/// Logits `(rows, vocab)` of every row, with exact products whatever the decoder's precision (no tape).
+pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout) -> Result<B::Buf> {
+    let m = &Ctx { b: m.b, w: m.w, ix: m.ix, cfg: m.cfg, rope: m.rope, mp: MatmulPrecision::Full };
+    let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
+    let (h, vocab, n) = (cfg.hidden_size, cfg.vocab_size, tokens.len());
+    let attn = attention(m, layout, n)?;
+    let (x, _) = layers(m, b.embed(w[ix.embed], h, tokens), &attn, n, false);
+    let hn = b.rms_norm(b.view(&x), w[ix.norm], cfg.rms_norm_eps);
+    Ok(linear(b, &hn, w[ix.lm_head], None, n, h, vocab, MatmulPrecision::Full))
+}
+
+/// The gradient of every weight (in parameter order) given `dlogp`, the gradient of the scored output
+/// (in the gather's output layout).
+pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T]) -> Vec<B::Buf> {
+    let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, inter, eps, vocab) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps, cfg.vocab_size);
-    let (heads, kvh, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
-    let (qw, kw) = (heads * hd, kvh * hd);
+    let (qw, kw) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
     let n = tape.tokens.len();
     let mp = tape.precision;
-    let mut grads: Vec<Vec<T>> = vec![Vec::new(); ix.count];
+    let mut grads: Vec<Option<B::Buf>> = (0..m.w.len()).map(|_| None).collect();
 
-    let hn = rms_norm::forward(&tape.x_final, w[ix.norm], eps);
-    let mut dhn = vec![T::zero(); n * h];
-    let mut dhead = vec![T::zero(); vocab * h];
+    let hn = b.rms_norm(b.view(&tape.x_final), w[ix.norm], eps);
+    let mut dhn = b.zeros(n * h);
+    let mut dhead = b.zeros(vocab * h);
     let kept = tape.logits.lock().ok().and_then(|mut l| l.take());
-    logprob::backward_into(&tape.gather, kept, &tape.lse, &hn, w[ix.lm_head], gout, vocab, h, Some(&mut dhn), Some(&mut dhead), mp);
+    b.logprobs_backward(&tape.gather, kept, b.view(&tape.lse), b.view(&hn), w[ix.lm_head], dlogp, vocab, h, b.view_mut(&mut dhn), b.view_mut(&mut dhead), mp);
     drop(hn);
     // dx: the gradient of the residual stream, walked back through the layers in place.
-    let mut dx = vec![T::zero(); n * h];
-    grads[ix.norm] = rms_norm::backward_into(&tape.x_final, w[ix.norm], &dhn, eps, &mut dx, false, true);
+    let mut dx = b.zeros(n * h);
+    grads[ix.norm] = Some(b.rms_norm_backward(b.view(&tape.x_final), w[ix.norm], b.view(&dhn), eps, b.view_mut(&mut dx), false));
     drop(dhn);
 
-    for (l, s) in ix.layers.iter().zip(&tape.layers).rev() {
+    for (li, s) in tape.layers.iter().enumerate().rev() {
+        let at = |p| w[ix.at(li, p)];
         // MLP: x_next = x_mid + down(swiglu(gate(h2), up(h2))), h2 = norm(x_mid).
-        let h2 = rms_norm::forward(&s.x_mid, w[l.post_norm], eps);
-        let m = swiglu::forward(&s.gate, &s.up);
-        grads[l.down] = linear::grad_weight(&dx, &m, inter, h, mp);
-        drop(m);
-        let mut dm = vec![T::zero(); n * inter];
-        linear::grad_input(&mut dm, &dx, w[l.down], inter, h, false, mp);
-        let (dgate, dup) = swiglu::backward(&s.gate, &s.up, &dm);
+        let h2 = b.rms_norm(b.view(&s.x_mid), at(PostNorm), eps);
+        let act = b.swiglu(b.view(&s.gate), b.view(&s.up));
+        grads[ix.at(li, Down)] = Some(b.linear_grad_weight(b.view(&dx), b.view(&act), inter, h, mp));
+        drop(act);
+        let mut dm = b.zeros(n * inter);
+        b.linear_grad_input(b.view_mut(&mut dm), b.view(&dx), at(Down), inter, h, false, mp);
+        let (dgate, dup) = b.swiglu_backward(b.view(&s.gate), b.view(&s.up), b.view(&dm));
         drop(dm);
-        grads[l.gate] = linear::grad_weight(&dgate, &h2, h, inter, mp);
-        grads[l.up] = linear::grad_weight(&dup, &h2, h, inter, mp);
-        let mut dh2 = vec![T::zero(); n * h];
-        linear::grad_input(&mut dh2, &dgate, w[l.gate], h, inter, false, mp);
-        linear::grad_input(&mut dh2, &dup, w[l.up], h, inter, true, mp);
+        grads[ix.at(li, Gate)] = Some(b.linear_grad_weight(b.view(&dgate), b.view(&h2), h, inter, mp));
+        grads[ix.at(li, Up)] = Some(b.linear_grad_weight(b.view(&dup), b.view(&h2), h, inter, mp));
+        let mut dh2 = b.zeros(n * h);
+        b.linear_grad_input(b.view_mut(&mut dh2), b.view(&dgate), at(Gate), h, inter, false, mp);
+        b.linear_grad_input(b.view_mut(&mut dh2), b.view(&dup), at(Up), h, inter, true, mp);
         drop((dgate, dup, h2));
-        grads[l.post_norm] = rms_norm::backward_into(&s.x_mid, w[l.post_norm], &dh2, eps, &mut dx, true, true);
+        grads[ix.at(li, PostNorm)] = Some(b.rms_norm_backward(b.view(&s.x_mid), at(PostNorm), b.view(&dh2), eps, b.view_mut(&mut dx), true));
         drop(dh2);
 
         // Attention: x_mid = x + o(attention(q, k, v)), with q, k, v projections of norm(x).
-        grads[l.o] = linear::grad_weight(&dx, &s.a, qw, h, mp);
-        let mut da = vec![T::zero(); n * qw];
-        linear::grad_input(&mut da, &dx, w[l.o], qw, h, false, mp);
-        let (mut dq, mut dk, dv) = attention::backward(&tape.attn, &s.q, &s.k, &s.v, &da);
+        grads[ix.at(li, O)] = Some(b.linear_grad_weight(b.view(&dx), b.view(&s.a), qw, h, mp));
+        let mut da = b.zeros(n * qw);
+        b.linear_grad_input(b.view_mut(&mut da), b.view(&dx), at(O), qw, h, false, mp);
+        let (mut dq, mut dk, dv) = b.attention_backward(&tape.attn, b.view(&s.q), b.view(&s.k), b.view(&s.v), b.view(&da));
         drop(da);
-        if let (Some(qn), Some(kn), Some(q_raw), Some(k_raw)) = (l.q_norm, l.k_norm, &s.q_raw, &s.k_raw) {
-            let mut dq_raw = vec![T::zero(); dq.len()];
-            let mut dk_raw = vec![T::zero(); dk.len()];
-            grads[qn] = rms_norm::backward_into(q_raw, w[qn], &dq, eps, &mut dq_raw, false, true);
-            grads[kn] = rms_norm::backward_into(k_raw, w[kn], &dk, eps, &mut dk_raw, false, true);
+        if let (Some(qn), Some(kn), Some(q_raw), Some(k_raw)) = (ix.get(li, QNorm), ix.get(li, KNorm), &s.q_raw, &s.k_raw) {
+            let mut dq_raw = b.zeros(n * qw);
+            let mut dk_raw = b.zeros(n * kw);
+            grads[qn] = Some(b.rms_norm_backward(b.view(q_raw), w[qn], b.view(&dq), eps, b.view_mut(&mut dq_raw), false));
+            grads[kn] = Some(b.rms_norm_backward(b.view(k_raw), w[kn], b.view(&dk), eps, b.view_mut(&mut dk_raw), false));
             dq = dq_raw;
             dk = dk_raw;
         }
-        let hn = rms_norm::forward(&s.x, w[l.input_norm], eps);
-        grads[l.q] = linear::grad_weight(&dq, &hn, h, qw, mp);
-        grads[l.k] = linear::grad_weight(&dk, &hn, h, kw, mp);
-        grads[l.v] = linear::grad_weight(&dv, &hn, h, kw, mp);
-        for (bi, g, width) in [(l.q_bias, &dq, qw), (l.k_bias, &dk, kw), (l.v_bias, &dv, kw)] {
-            if let Some(bi) = bi {
-                grads[bi] = linear::grad_bias(g, width);
+        let hn = b.rms_norm(b.view(&s.x), at(InputNorm), eps);
+        grads[ix.at(li, Q)] = Some(b.linear_grad_weight(b.view(&dq), b.view(&hn), h, qw, mp));
+        grads[ix.at(li, K)] = Some(b.linear_grad_weight(b.view(&dk), b.view(&hn), h, kw, mp));
+        grads[ix.at(li, V)] = Some(b.linear_grad_weight(b.view(&dv), b.view(&hn), h, kw, mp));
+        for (p, g, width) in [(QBias, &dq, qw), (KBias, &dk, kw), (VBias, &dv, kw)] {
+            if let Some(bi) = ix.get(li, p) {
+                grads[bi] = Some(b.linear_grad_bias(b.view(g), width));
             }
         }
-        let mut dh = vec![T::zero(); n * h];
-        linear::grad_input(&mut dh, &dq, w[l.q], h, qw, false, mp);
-        linear::grad_input(&mut dh, &dk, w[l.k], h, kw, true, mp);
-        linear::grad_input(&mut dh, &dv, w[l.v], h, kw, true, mp);
+        let mut dh = b.zeros(n * h);
+        b.linear_grad_input(b.view_mut(&mut dh), b.view(&dq), at(Q), h, qw, false, mp);
+        b.linear_grad_input(b.view_mut(&mut dh), b.view(&dk), at(K), h, kw, true, mp);
+        b.linear_grad_input(b.view_mut(&mut dh), b.view(&dv), at(V), h, kw, true, mp);
         drop((dq, dk, dv, hn));
-        grads[l.input_norm] = rms_norm::backward_into(&s.x, w[l.input_norm], &dh, eps, &mut dx, true, true);
+        grads[ix.at(li, InputNorm)] = Some(b.rms_norm_backward(b.view(&s.x), at(InputNorm), b.view(&dh), eps, b.view_mut(&mut dx), true));
     }
 
     // The embedding's rows collect the gradient of the tokens that looked them up; a tied embedding
@@ -197,15 +213,10 @@ pub(crate) fn backward<T: Float>(dec: &Decoder, tape: &Tape<T>, gout: &[T]) -> R
     let mut dembed = if ix.lm_head == ix.embed {
         dhead
     } else {
-        grads[ix.lm_head] = dhead;
-        vec![T::zero(); vocab * h]
+        grads[ix.lm_head] = Some(dhead);
+        b.zeros(vocab * h)
     };
-    for (r, &t) in tape.tokens.iter().enumerate() {
-        let t = t as usize;
-        for (a, &b) in dembed[t * h..(t + 1) * h].iter_mut().zip(&dx[r * h..(r + 1) * h]) {
-            *a += b;
-        }
-    }
-    grads[ix.embed] = dembed;
-    Ok(grads)
+    b.embed_backward(b.view_mut(&mut dembed), h, &tape.tokens, b.view(&dx));
+    grads[ix.embed] = Some(dembed);
+    grads.into_iter().enumerate().map(|(i, g)| g.unwrap_or_else(|| panic!("parameter {i} got no gradient from the tape"))).collect()
 }

@@ -1,18 +1,13 @@
-//! The differentiable path over packed rows, so that k completions share one forward pass of their
-//! prompt. Log-probs run on the tape (`tape.rs`); `forward_logits` builds a candle graph of the custom
-//! ops instead (an independent implementation the tests hold the tape against).
-
-use std::sync::Arc;
+//! The training path's public face: log-probs of completions over packed rows, so that k completions
+//! share one forward pass of their prompt (run on the tape, `tape.rs`, differentiable through
+//! `attach.rs`), and plain logits of whole sequences.
 
 use candle_core::{DType, Tensor};
 
-use super::attach::{attach, AnyTape};
-use super::{tape, Decoder, DecoderError, Result};
-use cppo_kernels::attention::{AttnLayout, Attention};
-use cppo_kernels::linear::linear;
+use super::attach::{attach, held, AnyTape};
+use super::{tape, with_ctx, Decoder, DecoderError, Result};
+use cppo_kernels::attention::AttnLayout;
 use cppo_kernels::logprob::Gather;
-use cppo_kernels::rms_norm::rms_norm;
-use cppo_kernels::swiglu::swiglu;
 
 /// Per-token log-probabilities of k completions of one prompt, right-padded to the longest.
 #[derive(Clone, Debug)]
@@ -43,50 +38,29 @@ impl CompletionLogProbs {
 }
 
 impl Decoder {
-    /// Final-norm hidden states `(rows, hidden)` of the packed `tokens` laid out by `layout`.
-    fn hidden_states(&self, tokens: &[u32], layout: AttnLayout) -> Result<Tensor> {
-        let cfg = self.config();
-        let rows = tokens.len();
-        let eps = cfg.rms_norm_eps;
-        let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
-        if let Some(&p) = layout.positions.iter().max() {
-            if p >= cfg.max_position_embeddings {
-                return Err(DecoderError::BadInput(format!(
-                    "sequence reaches position {p}, beyond max_position_embeddings {}",
-                    cfg.max_position_embeddings
-                )));
-            }
-        }
-        let layout = Arc::new(layout);
-        let ids = Tensor::from_slice(tokens, rows, self.device())?;
-        let mut x = self.embed.t.index_select(&ids, 0)?;
-        for l in &self.layers {
-            let h = rms_norm(&x, &l.input_norm.t, eps)?;
-            let mut q = linear(&h, &l.q.t, l.q_bias.as_ref().map(|p| &p.t))?;
-            let mut k = linear(&h, &l.k.t, l.k_bias.as_ref().map(|p| &p.t))?;
-            let v = linear(&h, &l.v.t, l.v_bias.as_ref().map(|p| &p.t))?;
-            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                q = rms_norm(&q.reshape((rows * heads, hd))?, &qn.t, eps)?.reshape((rows, heads * hd))?;
-                k = rms_norm(&k.reshape((rows * kv_heads, hd))?, &kn.t, eps)?.reshape((rows, kv_heads * hd))?;
-            }
-            let attn = Attention { layout: layout.clone(), rope: self.rope.clone(), heads, kv_heads, head_dim: hd };
-            let a = attn.apply(&q, &k, &v)?;
-            x = (x + linear(&a, &l.o.t, None)?)?;
-            let h = rms_norm(&x, &l.post_norm.t, eps)?;
-            let m = swiglu(&linear(&h, &l.gate.t, None)?, &linear(&h, &l.up.t, None)?)?;
-            x = (x + linear(&m, &l.down.t, None)?)?;
-        }
-        Ok(rms_norm(&x, &self.norm.t, eps)?)
-    }
-
-    /// Logits `(b, t, vocab)` of a batch of token sequences `(b, t)` (u32 or i64), on the training path.
+    /// Logits `(b, t, vocab)` of a batch of token sequences `(b, t)` (u32 or i64), by the training
+    /// path's layers with exact products; no gradient graph.
     pub fn forward_logits(&self, tokens: &Tensor) -> Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let ids: Vec<u32> = tokens.to_dtype(DType::U32)?.flatten_all()?.to_vec1()?;
         self.check_tokens(&ids)?;
-        let hidden = self.hidden_states(&ids, AttnLayout::batch(b, t))?;
-        let logits = linear(&hidden, &self.lm_head_weight().t, None)?;
-        Ok(logits.reshape((b, t, self.config().vocab_size))?)
+        self.check_positions(t)?;
+        let layout = AttnLayout::batch(b, t);
+        let shape = (b, t, self.config().vocab_size);
+        match self.dtype() {
+            DType::F32 => Ok(Tensor::from_vec(with_ctx!(self, f32, |m| tape::logits(&m, &ids, layout)?), shape, self.device())?),
+            DType::F64 => Ok(Tensor::from_vec(with_ctx!(self, f64, |m| tape::logits(&m, &ids, layout)?), shape, self.device())?),
+            other => Err(DecoderError::BadInput(format!("unsupported compute dtype {other:?}"))),
+        }
+    }
+
+    /// A sequence of `len` positions fits the rotary table.
+    fn check_positions(&self, len: usize) -> Result<()> {
+        let max = self.config().max_position_embeddings;
+        if len > max {
+            return Err(DecoderError::BadInput(format!("sequence reaches position {}, beyond max_position_embeddings {max}", len - 1)));
+        }
+        Ok(())
     }
 
     /// Log-probabilities of each completion's tokens after `prompt`, with the prompt's forward pass
@@ -193,15 +167,18 @@ impl Decoder {
         }
         let out_index = gather.out_index.clone();
         let save = grad && self.is_trainable();
+        if let Some(&p) = layout.positions.iter().max() {
+            self.check_positions(p + 1)?;
+        }
         let (raw, entropy, tape) = match self.dtype() {
-            DType::F32 => {
-                let (s, t) = tape::forward::<f32>(self, tokens, layout, gather, save)?;
-                (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(AnyTape::F32))
-            }
-            DType::F64 => {
-                let (s, t) = tape::forward::<f64>(self, tokens, layout, gather, save)?;
-                (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(AnyTape::F64))
-            }
+            DType::F32 => with_ctx!(self, f32, |m| {
+                let (s, t) = tape::forward(&m, tokens, layout, gather, save)?;
+                (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(|t| AnyTape::F32(held(t))))
+            }),
+            DType::F64 => with_ctx!(self, f64, |m| {
+                let (s, t) = tape::forward(&m, tokens, layout, gather, save)?;
+                (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(|t| AnyTape::F64(held(t))))
+            }),
             other => return Err(DecoderError::BadInput(format!("unsupported compute dtype {other:?}"))),
         };
         let mut ent = vec![0f64; raw.elem_count()];

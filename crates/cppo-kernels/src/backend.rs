@@ -1,0 +1,297 @@
+//! The seam between the decoder and the kernels: every operation the training tape, the generation
+//! path and the optimizer run, on buffers of one device. The decoder's files are written against this
+//! trait only; a device is one implementation (`cpu::Cpu`, today's kernels; `reference::Reference`,
+//! plain loops that check it; a GPU backend next).
+//!
+//! Buffers are the backend's own (`Buf`, owned; `View` / `ViewMut`, borrowed), so a device keeps its
+//! memory; what crosses to the host is small and explicit (token ids, positions, gathered log-probs).
+//! Matrices are row-major; a linear layer's weight is `(out, in)` as Hugging Face stores it.
+
+use std::ops::Range;
+
+use crate::attention::Attention;
+use crate::logprob::Gather;
+use crate::rope::RopeTable;
+use crate::{Float, MatmulPrecision};
+
+/// One weight of a projection and where its product goes: `y (+)= x @ w^T (+ bias)`. The weight's
+/// borrow (`'w`) and the output's (`'y`) are separate: weights are read for a whole pass, outputs
+/// written for one product.
+pub struct Product<'w, 'y, B: Backend + ?Sized + 'w + 'y> {
+    pub w: B::View<'w>,
+    /// A bf16 copy of `w` that the product reads instead (a rollout snapshot), where given.
+    pub half: Option<&'w B::Half>,
+    pub bias: Option<B::View<'w>>,
+    /// Output width (rows of `w`).
+    pub dout: usize,
+    pub y: B::ViewMut<'y>,
+    /// Add to what `y` holds (the residual stream) instead of overwriting it.
+    pub add: bool,
+}
+
+/// The log-probs of a gather's targets, in the gather's output layout (host memory: they are few), with
+/// what the backward pass needs.
+pub struct Scored<B: Backend + ?Sized> {
+    /// `g.out_shape` flattened: the log-prob of each target at its slot, 0 elsewhere.
+    pub out: Vec<B::T>,
+    /// Per gathered row, the entropy of its predicted distribution.
+    pub entropy: Vec<f64>,
+    /// Per gathered row, the log-normaliser of its logits.
+    pub lse: B::Buf,
+    /// The output projection's logits chunk by chunk, when the forward was asked to keep them and they fit.
+    pub logits: Option<Vec<B::Buf>>,
+}
+
+/// Where keys and values sit in one layer's cache buffer: `(row, kv head, position, dim)`, row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheLayout {
+    pub kv_heads: usize,
+    pub max_len: usize,
+    pub head_dim: usize,
+}
+
+impl CacheLayout {
+    /// Offset of (row, kv head, position 0).
+    #[inline]
+    pub fn offset(&self, row: usize, kv_head: usize) -> usize {
+        (row * self.kv_heads + kv_head) * self.max_len * self.head_dim
+    }
+}
+
+/// One query row of a generation step: the cache row it reads and how many of that row's positions it
+/// sees (its own included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedQuery {
+    pub row: usize,
+    pub visible: usize,
+}
+
+/// The hyper-parameters of one AdamW step over one parameter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Decoupled weight decay (0 for parameters that take none).
+    pub weight_decay: f64,
+    /// Adam steps taken including this one (for bias correction).
+    pub step: u64,
+    /// The factor the gradient is multiplied by first (global-norm clipping).
+    pub grad_scale: f64,
+}
+
+/// The operations the decoder runs, on one device's buffers.
+pub trait Backend: Send + Sync {
+    /// The element type of activations, weights and gradients (f32; f64 for gradient checks on the CPU).
+    type T: Float;
+    /// An owned buffer of `T` in the device's memory.
+    type Buf: Send + Sync;
+    /// A weight's bf16 copy in the device's memory.
+    type Half: Send + Sync;
+    type View<'a>: Copy + Send + Sync
+    where
+        Self: 'a;
+    type ViewMut<'a>: Send
+    where
+        Self: 'a;
+
+    fn name(&self) -> &'static str;
+
+    // Memory.
+    fn zeros(&self, n: usize) -> Self::Buf;
+    fn upload(&self, host: &[Self::T]) -> Self::Buf;
+    fn download(&self, x: Self::View<'_>) -> Vec<Self::T>;
+    fn len(&self, x: Self::View<'_>) -> usize;
+    fn view<'a>(&self, b: &'a Self::Buf) -> Self::View<'a>;
+    fn view_mut<'a>(&self, b: &'a mut Self::Buf) -> Self::ViewMut<'a>;
+    /// A mutable view read through for a while.
+    fn as_view<'a>(&self, x: &'a Self::ViewMut<'_>) -> Self::View<'a>;
+    /// A mutable view lent out for a while.
+    fn reborrow<'a>(&self, x: &'a mut Self::ViewMut<'_>) -> Self::ViewMut<'a>;
+    fn slice<'a>(&self, x: Self::View<'a>, r: Range<usize>) -> Self::View<'a>
+    where
+        Self: 'a;
+    fn slice_mut<'a>(&self, x: Self::ViewMut<'a>, r: Range<usize>) -> Self::ViewMut<'a>
+    where
+        Self: 'a;
+    fn copy(&self, src: Self::View<'_>, dst: Self::ViewMut<'_>);
+    fn duplicate(&self, x: Self::View<'_>) -> Self::Buf;
+    /// The bf16 copy of a weight (round to nearest even).
+    fn to_half(&self, w: Self::View<'_>) -> Self::Half;
+
+    // Embedding.
+    /// The rows of `table (vocab, width)` that `tokens` look up.
+    fn embed(&self, table: Self::View<'_>, width: usize, tokens: &[u32]) -> Self::Buf;
+    /// `dtable[t] += dx[r]` for every row r and its token t.
+    fn embed_backward(
+        &self,
+        dtable: Self::ViewMut<'_>,
+        width: usize,
+        tokens: &[u32],
+        dx: Self::View<'_>,
+    );
+
+    // RMSNorm over rows of `w.len()`.
+    fn rms_norm(&self, x: Self::View<'_>, w: Self::View<'_>, eps: f64) -> Self::Buf;
+    /// `dx` overwritten, or added to when `accumulate`; returns the gradient of `w`.
+    fn rms_norm_backward(
+        &self,
+        x: Self::View<'_>,
+        w: Self::View<'_>,
+        dy: Self::View<'_>,
+        eps: f64,
+        dx: Self::ViewMut<'_>,
+        accumulate: bool,
+    ) -> Self::Buf;
+
+    // Linear layers.
+    /// The training path's `y (+)= x (n x din) @ w (dout x din)^T (+ bias)`, products at `p`.
+    #[allow(clippy::too_many_arguments)]
+    fn linear(
+        &self,
+        x: Self::View<'_>,
+        w: Self::View<'_>,
+        bias: Option<Self::View<'_>>,
+        din: usize,
+        dout: usize,
+        y: Self::ViewMut<'_>,
+        add: bool,
+        p: MatmulPrecision,
+    );
+    /// The generation path's products: several weights sharing one input `x (n x din)`, each from its
+    /// bf16 copy where one is given, with its bias.
+    fn project(&self, x: Self::View<'_>, n: usize, din: usize, outs: &mut [Product<'_, '_, Self>]);
+    /// `dx (n x din) (+)= g (n x dout) @ w (dout x din)`.
+    fn linear_grad_input(
+        &self,
+        dx: Self::ViewMut<'_>,
+        g: Self::View<'_>,
+        w: Self::View<'_>,
+        din: usize,
+        dout: usize,
+        add: bool,
+        p: MatmulPrecision,
+    );
+    /// `g (n x dout)^T @ x (n x din)`.
+    fn linear_grad_weight(
+        &self,
+        g: Self::View<'_>,
+        x: Self::View<'_>,
+        din: usize,
+        dout: usize,
+        p: MatmulPrecision,
+    ) -> Self::Buf;
+    /// The column sums of `g (n x dout)`.
+    fn linear_grad_bias(&self, g: Self::View<'_>, dout: usize) -> Self::Buf;
+
+    // Attention of the training path over a layout (the rotary embedding is applied inside).
+    fn attention(
+        &self,
+        a: &Attention,
+        q: Self::View<'_>,
+        k: Self::View<'_>,
+        v: Self::View<'_>,
+    ) -> Self::Buf;
+    /// `(dq, dk, dv)` before the rotary embedding.
+    fn attention_backward(
+        &self,
+        a: &Attention,
+        q: Self::View<'_>,
+        k: Self::View<'_>,
+        v: Self::View<'_>,
+        dout: Self::View<'_>,
+    ) -> (Self::Buf, Self::Buf, Self::Buf);
+
+    // SwiGLU: `silu(gate) * up`.
+    fn swiglu(&self, gate: Self::View<'_>, up: Self::View<'_>) -> Self::Buf;
+    fn swiglu_backward(
+        &self,
+        gate: Self::View<'_>,
+        up: Self::View<'_>,
+        dy: Self::View<'_>,
+    ) -> (Self::Buf, Self::Buf);
+
+    // Log-probs of gathered targets through the output projection `head (vocab x width)`, over vocabulary
+    // chunks (never all rows' logits at once unless asked to keep them and they fit).
+    #[allow(clippy::too_many_arguments)]
+    fn logprobs(
+        &self,
+        g: &Gather,
+        h: Self::View<'_>,
+        head: Self::View<'_>,
+        vocab: usize,
+        width: usize,
+        keep: bool,
+        p: MatmulPrecision,
+    ) -> Scored<Self>;
+    /// Given `dlogp` (host, in the gather's output layout): `dh (+)=` into the hidden rows and `dhead`
+    /// overwritten.
+    #[allow(clippy::too_many_arguments)]
+    fn logprobs_backward(
+        &self,
+        g: &Gather,
+        kept: Option<Vec<Self::Buf>>,
+        lse: Self::View<'_>,
+        h: Self::View<'_>,
+        head: Self::View<'_>,
+        dlogp: &[Self::T],
+        vocab: usize,
+        width: usize,
+        dh: Self::ViewMut<'_>,
+        dhead: Self::ViewMut<'_>,
+        p: MatmulPrecision,
+    );
+
+    // Generation.
+    /// Rotates each head of each row of `x (rows, heads * head_dim)` by its row's position.
+    fn rope(&self, x: Self::ViewMut<'_>, heads: usize, positions: &[usize], table: &RopeTable);
+    /// Writes row i of `k` and `v (n, kv_heads * head_dim)` at `(slots[i].0 = cache row, slots[i].1 = position)`.
+    #[allow(clippy::too_many_arguments)]
+    fn cache_write(
+        &self,
+        cache_k: Self::ViewMut<'_>,
+        cache_v: Self::ViewMut<'_>,
+        layout: &CacheLayout,
+        k: Self::View<'_>,
+        v: Self::View<'_>,
+        slots: &[(usize, usize)],
+    );
+    /// Copies positions `0..len` of cache row `from` into each row of `to`.
+    fn cache_copy_row(
+        &self,
+        cache: Self::ViewMut<'_>,
+        layout: &CacheLayout,
+        from: usize,
+        len: usize,
+        to: &[usize],
+    );
+    /// `out (n, heads * head_dim)`: each query row attends to the first `visible` positions of its
+    /// cache row, query heads grouped over the kv heads.
+    #[allow(clippy::too_many_arguments)]
+    fn cached_attention(
+        &self,
+        q: Self::View<'_>,
+        cache_k: Self::View<'_>,
+        cache_v: Self::View<'_>,
+        layout: &CacheLayout,
+        heads: usize,
+        queries: &[CachedQuery],
+        out: Self::ViewMut<'_>,
+    );
+
+    // Optimizer.
+    /// One AdamW step in place: `w`, its moments `m`, `v`, from the gradient `g` (times `s.grad_scale`).
+    fn adamw(
+        &self,
+        w: Self::ViewMut<'_>,
+        g: Self::View<'_>,
+        m: Self::ViewMut<'_>,
+        v: Self::ViewMut<'_>,
+        s: &AdamWStep,
+    );
+    /// `sum x_i^2`, in f64.
+    fn sum_squares(&self, x: Self::View<'_>) -> f64;
+    /// `dst += src`.
+    fn add_into(&self, dst: Self::ViewMut<'_>, src: Self::View<'_>);
+}

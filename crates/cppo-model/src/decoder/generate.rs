@@ -1,0 +1,158 @@
+//! The generation path's public face: a prefill appends a run of tokens to one cache row; a decode step
+//! appends one token to each row it is given, each at its own position. Both run `infer.rs` on the
+//! decoder's backend, in f32, optionally reading a bf16 snapshot of the matrix weights.
+
+use candle_core::{DType, Tensor};
+use cppo_kernels::backend::{Backend, CachedQuery};
+
+use super::infer::{self, CacheViews, Step};
+use super::{with_ctx, Decoder, DecoderError, Result};
+use crate::kv_cache::KvCache;
+
+/// A bf16 copy of the decoder's matrix weights for the generation path: a decode step streams every
+/// weight from memory, so half the bytes make a step at a few rows faster, and on CPUs with
+/// AVX512-BF16 the products' inputs are rounded to bf16 too, which doubles the products per
+/// instruction at many rows (`cppo bench generate`). Sums stay f32, and so do norms, embeddings
+/// looked up, attention and the KV cache. A snapshot: weights updated afterwards are not seen, so take
+/// one per generation.
+pub struct RolloutWeights {
+    /// Indexed like the decoder's parameters; `None` for weights the generation path reads in f32.
+    half: Vec<Option<Vec<u16>>>,
+}
+
+impl Decoder {
+    fn check_f32(&self) -> Result<()> {
+        if self.dtype() != DType::F32 {
+            return Err(DecoderError::BadInput(format!("the inference path computes in f32, this decoder in {:?}", self.dtype())));
+        }
+        Ok(())
+    }
+
+    /// The bf16 snapshot of this decoder's current linear weights (q, k, v, o, gate, up, down and the
+    /// output projection) for `prefill_logits_with` / `decode_step_logits_with`.
+    pub fn rollout_weights(&self) -> Result<RolloutWeights> {
+        self.check_f32()?;
+        let half = with_ctx!(self, f32, |m| {
+            self.params.iter().enumerate().map(|(i, p)| p.spec.is_linear().then(|| m.b.to_half(m.w[i]))).collect()
+        });
+        Ok(RolloutWeights { half })
+    }
+
+    /// A cache for this model with `rows` rows of up to `max_len` positions.
+    pub fn new_cache(&self, rows: usize, max_len: usize) -> Result<KvCache> {
+        KvCache::new(self.config(), rows, max_len)
+    }
+
+    /// Copies a prefilled row (its filled positions) into other rows, e.g. a prompt prefilled once
+    /// into the rows of its samples.
+    pub fn copy_row(&self, cache: &mut KvCache, from_row: usize, to_rows: &[usize]) -> Result<()> {
+        cache.check_row(from_row)?;
+        for &t in to_rows {
+            cache.check_row(t)?;
+        }
+        let len = cache.lens()[from_row];
+        let layout = cache.layout();
+        with_ctx!(self, f32, |m| {
+            for l in 0..cache.layers() {
+                m.b.cache_copy_row(&mut cache.k[l], &layout, from_row, len, to_rows);
+                m.b.cache_copy_row(&mut cache.v[l], &layout, from_row, len, to_rows);
+            }
+        });
+        for &t in to_rows {
+            cache.set_len(t, len);
+        }
+        Ok(())
+    }
+
+    /// Appends `tokens` to row `row` of the cache (normally empty: a prompt) and returns the logits
+    /// `(vocab)` that follow the last of them.
+    pub fn prefill(&self, tokens: &[u32], cache: &mut KvCache, row: usize) -> Result<Tensor> {
+        let logits = self.prefill_logits(tokens, cache, row)?;
+        Ok(Tensor::from_vec(logits, self.config().vocab_size, self.device())?)
+    }
+
+    /// As `prefill`, with the logits as a plain vector.
+    pub fn prefill_logits(&self, tokens: &[u32], cache: &mut KvCache, row: usize) -> Result<Vec<f32>> {
+        self.prefill_logits_with(tokens, cache, row, None)
+    }
+
+    /// As `prefill_logits`, reading the matrix weights from `half` where given.
+    pub fn prefill_logits_with(&self, tokens: &[u32], cache: &mut KvCache, row: usize, half: Option<&RolloutWeights>) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(DecoderError::BadInput("prefill: no tokens".into()));
+        }
+        let start = cache.len(row)?;
+        let queries: Vec<CachedQuery> = (0..tokens.len()).map(|i| CachedQuery { row, visible: start + i + 1 }).collect();
+        let positions: Vec<usize> = (start..start + tokens.len()).collect();
+        self.run_cached(tokens, &queries, &positions, cache, half, true)
+    }
+
+    /// Appends `tokens[i]` to row `rows[i]` for every i and returns the next-token logits
+    /// `(rows.len(), vocab)`, in the order of `rows`. Rows not listed cost nothing.
+    pub fn decode_step(&self, tokens: &[u32], rows: &[usize], cache: &mut KvCache) -> Result<Tensor> {
+        let logits = self.decode_step_logits(tokens, rows, cache)?;
+        Ok(Tensor::from_vec(logits, (rows.len(), self.config().vocab_size), self.device())?)
+    }
+
+    /// As `decode_step`, with the logits as a plain row-major vector.
+    pub fn decode_step_logits(&self, tokens: &[u32], rows: &[usize], cache: &mut KvCache) -> Result<Vec<f32>> {
+        self.decode_step_logits_with(tokens, rows, cache, None)
+    }
+
+    /// As `decode_step_logits`, reading the matrix weights from `half` where given.
+    pub fn decode_step_logits_with(&self, tokens: &[u32], rows: &[usize], cache: &mut KvCache, half: Option<&RolloutWeights>) -> Result<Vec<f32>> {
+        if tokens.len() != rows.len() {
+            return Err(DecoderError::BadInput(format!("decode_step: {} tokens for {} rows", tokens.len(), rows.len())));
+        }
+        if rows.is_empty() {
+            return Err(DecoderError::BadInput("decode_step: no rows".into()));
+        }
+        let mut seen = vec![false; cache.rows()];
+        for &r in rows {
+            cache.check_row(r)?;
+            if std::mem::replace(&mut seen[r], true) {
+                return Err(DecoderError::BadInput(format!("decode_step: row {r} given twice")));
+            }
+        }
+        let positions: Vec<usize> = rows.iter().map(|&r| cache.lens()[r]).collect();
+        let queries: Vec<CachedQuery> = rows.iter().zip(&positions).map(|(&row, &p)| CachedQuery { row, visible: p + 1 }).collect();
+        self.run_cached(tokens, &queries, &positions, cache, half, false)
+    }
+
+    /// Runs the new tokens through the layers into the cache and returns the logits of every row
+    /// (`last_only`: of the last one).
+    fn run_cached(&self, tokens: &[u32], queries: &[CachedQuery], positions: &[usize], cache: &mut KvCache, half: Option<&RolloutWeights>, last_only: bool) -> Result<Vec<f32>> {
+        self.check_f32()?;
+        cache.matches(self.config())?;
+        self.check_tokens(tokens)?;
+        let cfg = self.config();
+        for (c, &p) in queries.iter().zip(positions) {
+            if p >= cache.max_len() {
+                return Err(DecoderError::Cache(format!("row {} is full ({} positions)", c.row, cache.max_len())));
+            }
+            if p >= cfg.max_position_embeddings {
+                return Err(DecoderError::BadInput(format!("row {} reaches position {p}, beyond max_position_embeddings {}", c.row, cfg.max_position_embeddings)));
+            }
+        }
+        if half.is_some_and(|r| r.half.len() != self.params.len()) {
+            return Err(DecoderError::BadInput("rollout weights of another model".into()));
+        }
+        let (h, n) = (cfg.hidden_size, tokens.len());
+        let layout = cache.layout();
+        let step = Step { queries, positions };
+        let logits = with_ctx!(self, f32, |m| {
+            let halves = half.map(|r| r.half.as_slice());
+            let mut views = CacheViews::<'_, _> { k: cache.k.iter_mut().map(|v| v.as_mut_slice()).collect(), v: cache.v.iter_mut().map(|v| v.as_mut_slice()).collect(), layout };
+            let hidden = infer::run(&m, halves, tokens, &step, &mut views);
+            if last_only {
+                infer::head_logits(&m, halves, m.b.slice(m.b.view(&hidden), (n - 1) * h..n * h), 1)
+            } else {
+                infer::head_logits(&m, halves, m.b.view(&hidden), n)
+            }
+        });
+        for (c, &p) in queries.iter().zip(positions) {
+            cache.set_len(c.row, p + 1);
+        }
+        Ok(logits)
+    }
+}
