@@ -163,8 +163,10 @@ fn tensorboard_reads_the_event_files() {
     for m in &metrics {
         for (tag, value) in scalars_of("train", &serde_json::to_value(m).unwrap()) {
             let series = read.get(&tag).unwrap_or_else(|| panic!("TensorBoard has no {tag}: {:?}", read.keys()));
-            let at: Vec<f64> = series.iter().filter(|(s, _)| *s == m.step as i64).map(|(_, v)| *v).collect();
-            assert_eq!(at, [value as f32 as f64], "{tag} at step {}", m.step);
+            // TensorBoard holds f32 values; serde_json's parse of their decimal text may be off by an f64
+            // ulp, which the f32 rounding removes.
+            let at: Vec<f32> = series.iter().filter(|(s, _)| *s == m.step as i64).map(|(_, v)| *v as f32).collect();
+            assert_eq!(at, [value as f32], "{tag} at step {}", m.step);
         }
     }
     assert_eq!(read["train/loss"].iter().map(|(s, _)| *s).collect::<Vec<_>>(), [1, 2, 3]);
