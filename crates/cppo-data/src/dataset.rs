@@ -1,4 +1,5 @@
-//! The published sets in the shared data folder, by name, each read with the fields its file really has.
+//! The published sets by name, each read with the fields its file really has: in a local data folder
+//! (the shared mirror, `CPPO_DATA_DIR`) or in the Hub dataset repository that publishes it.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -82,6 +83,46 @@ impl Dataset {
         }
     }
 
+    /// The Hub dataset repository that publishes this set with the fields cppo reads, for when no
+    /// local data folder has it. Chosen for having the same fields (and, where the repository has them,
+    /// the same ids) as the local files:
+    /// - GSM8K: `openai/gsm8k`, config `main` (`main/{train,test}-*.parquet`), the official release;
+    /// - MATH train: `DigitalLearningGmbH/MATH-lighteval` (`data/train-*.parquet`, the 7,500 problems of
+    ///   Hendrycks et al. with `problem`, `solution`, `level`, `type`; no `unique_id`, so ids are
+    ///   `math:train:<row>`), the copy the Hub's own MATH recipes use since `hendrycks/competition_math`
+    ///   was taken down;
+    /// - MATH-500: `HuggingFaceH4/MATH-500` (`test.jsonl`, PRM800K's subset, the same file as the mirror);
+    /// - AMC 2023: `math-ai/amc23` (`test-*.parquet`, the 40 problems of the Qwen2.5-Math suite, with the
+    ///   problem in `question`; ids `amc23:<row>`);
+    /// - AIME 2024: `HuggingFaceH4/aime_2024` (`data/train-*.parquet`, the 30 problems of AIME 2024 I and
+    ///   II with the ids 60-89 of `AI-MO/aimo-validation-aime`, as the mirror has them).
+    pub fn hub_source(self) -> HubSource {
+        let task = self.task();
+        let (name, spec, id_prefix) = match self {
+            Dataset::Gsm8kTrain => ("openai/gsm8k:main:train", JsonlSpec::new("question", "answer", task), ""),
+            Dataset::Gsm8kTest => ("openai/gsm8k:main:test", JsonlSpec::new("question", "answer", task), ""),
+            Dataset::MathTrain => ("DigitalLearningGmbH/MATH-lighteval:train", JsonlSpec::new("problem", "solution", task), ""),
+            Dataset::Math500 => (
+                "HuggingFaceH4/MATH-500:test",
+                JsonlSpec::new("problem", "answer", task).with_id_field("unique_id"),
+                "",
+            ),
+            Dataset::Amc23 => ("math-ai/amc23:test", JsonlSpec::new("question", "answer", task), ""),
+            Dataset::Aime24 => (
+                "HuggingFaceH4/aime_2024:train",
+                JsonlSpec::new("problem", "answer", task).with_id_field("id"),
+                "aime24:",
+            ),
+        };
+        HubSource { name, spec, id_prefix }
+    }
+
+    /// Reads the files of this set's Hub split (see [`Dataset::hub_source`]).
+    pub fn load_hub_files(self, files: &[PathBuf]) -> Result<Vec<Problem>> {
+        let source = self.hub_source();
+        crate::parquet::load_split_files(files, &source.spec, self.name(), source.id_prefix)
+    }
+
     pub fn path_in(self, root: &Path) -> PathBuf {
         root.join(self.relative_path())
     }
@@ -114,9 +155,20 @@ impl Dataset {
             &IdScheme {
                 prefix,
                 line_label: self.name(),
+                offset: 0,
             },
         )
     }
+}
+
+/// Where a built-in set lives on the Hub and how its files read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HubSource {
+    /// The dataset name for `hub:` (`org/name[:config]:split`).
+    pub name: &'static str,
+    pub spec: JsonlSpec,
+    /// Prepended to the id field's value.
+    pub id_prefix: &'static str,
 }
 
 fn all_names() -> String {

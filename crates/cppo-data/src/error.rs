@@ -11,6 +11,10 @@ pub enum DataError {
         source: std::io::Error,
     },
 
+    /// A parquet file that cannot be read (not parquet, truncated, a codec cppo lacks).
+    #[error("{}: cannot read it as parquet: {message}", path.display())]
+    Parquet { path: PathBuf, message: String },
+
     #[error("{}:{line}: not valid UTF-8", path.display())]
     NotUtf8 { path: PathBuf, line: usize },
 

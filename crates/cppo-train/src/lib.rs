@@ -6,6 +6,7 @@ pub mod config;
 pub mod loss;
 pub mod fsutil;
 pub mod metrics;
+pub mod tensorboard;
 pub mod checkpoint;
 pub mod eval;
 pub mod prompt;

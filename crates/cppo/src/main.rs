@@ -129,10 +129,10 @@ enum BenchCommand {
 
 #[derive(Args)]
 struct EvalCli {
-    /// A Hugging Face model directory, a .gguf file, or `smollm2-135m-instruct`.
+    /// A Hugging Face model directory, a .gguf file, a Hub id (org/name[@revision]), or `smollm2-135m-instruct`.
     #[arg(long)]
     model: String,
-    /// gsm8k | math500 | amc23 | aime24 | any dataset name | a .jsonl file.
+    /// gsm8k | math500 | amc23 | aime24 | any dataset name | hub:org/name[:config][:split] | a .jsonl or .parquet file.
     #[arg(long)]
     data: String,
     #[arg(long)]

@@ -254,7 +254,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     // Handles on the same weights whose update multiplies in bf16 (the default) or f32.
     let at = |d: &Decoder, p: MatmulPrecision| d.clone().with_matmul_precision(p);
     let tok = &loaded.tokenizer;
-    let problems = Dataset::Gsm8kTrain.load()?.into_iter().take(1).collect::<Vec<_>>();
+    let problems = crate::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
