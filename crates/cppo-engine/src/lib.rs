@@ -8,6 +8,7 @@ pub mod sampling;
 pub mod stop;
 
 pub use backend::Backend;
-pub use decoder_backend::{DecoderBackend, WeightPrecision};
+pub use cppo_kernels::Precision;
+pub use decoder_backend::DecoderBackend;
 pub use engine::{generate, Completion, EngineOptions, Finish, GenerationStats, Request};
 pub use sampling::SamplingParams;

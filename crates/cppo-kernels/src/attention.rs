@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul, View, ViewMut};
 use super::rope::{rope_rows, RopeTable};
-use super::{Float, MatmulPrecision, SendPtr};
+use super::{Float, Precision, SendPtr};
 
 /// A run of consecutive rows that form (the end of) one sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,7 +219,7 @@ unsafe fn probabilities<T: Float>(
                 cs: s.rs,
             };
             matmul(
-                MatmulPrecision::Full,
+                Precision::F32,
                 nq,
                 s.rows,
                 d,
@@ -305,7 +305,7 @@ pub unsafe fn head_forward<T: Float>(
     for (i, s) in segs.iter().enumerate() {
         let ps = View::rows(p.as_ptr().add(c), total);
         matmul(
-            MatmulPrecision::Full,
+            Precision::F32,
             nq,
             d,
             s.rows,
@@ -346,7 +346,7 @@ unsafe fn head_backward<T: Float>(
             cs: s.rs,
         };
         matmul(
-            MatmulPrecision::Full,
+            Precision::F32,
             nq,
             s.rows,
             d,
@@ -373,7 +373,7 @@ unsafe fn head_backward<T: Float>(
         let ds = View::rows(dp.as_ptr().add(c), total);
         let ps = View::rows(p.as_ptr().add(c), total);
         matmul(
-            MatmulPrecision::Full,
+            Precision::F32,
             nq,
             d,
             s.rows,
@@ -385,7 +385,7 @@ unsafe fn head_backward<T: Float>(
             false,
         );
         matmul(
-            MatmulPrecision::Full,
+            Precision::F32,
             s.rows,
             d,
             nq,
@@ -397,7 +397,7 @@ unsafe fn head_backward<T: Float>(
             false,
         );
         matmul(
-            MatmulPrecision::Full,
+            Precision::F32,
             s.rows,
             d,
             nq,

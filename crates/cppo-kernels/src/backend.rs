@@ -12,7 +12,7 @@ use std::ops::Range;
 use crate::attention::Attention;
 use crate::logprob::Gather;
 use crate::rope::RopeTable;
-use crate::{Float, MatmulPrecision};
+use crate::{Float, Precision};
 
 /// One weight of a projection and where its product goes: `y (+)= x @ w^T (+ bias)`. The weight's
 /// borrow (`'w`) and the output's (`'y`) are separate: weights are read for a whole pass, outputs
@@ -157,7 +157,7 @@ pub trait Backend: Send + Sync {
         dout: usize,
         y: Self::ViewMut<'_>,
         add: bool,
-        p: MatmulPrecision,
+        p: Precision,
     );
     /// The generation path's products: several weights sharing one input `x (n x din)`, each from its
     /// bf16 copy where one is given, with its bias.
@@ -171,7 +171,7 @@ pub trait Backend: Send + Sync {
         din: usize,
         dout: usize,
         add: bool,
-        p: MatmulPrecision,
+        p: Precision,
     );
     /// `g (n x dout)^T @ x (n x din)`.
     fn linear_grad_weight(
@@ -180,7 +180,7 @@ pub trait Backend: Send + Sync {
         x: Self::View<'_>,
         din: usize,
         dout: usize,
-        p: MatmulPrecision,
+        p: Precision,
     ) -> Self::Buf;
     /// The column sums of `g (n x dout)`.
     fn linear_grad_bias(&self, g: Self::View<'_>, dout: usize) -> Self::Buf;
@@ -223,7 +223,7 @@ pub trait Backend: Send + Sync {
         vocab: usize,
         width: usize,
         keep: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) -> Scored<Self>;
     /// Given `dlogp` (host, in the gather's output layout): `dh (+)=` into the hidden rows and `dhead`
     /// overwritten.
@@ -240,7 +240,7 @@ pub trait Backend: Send + Sync {
         width: usize,
         dh: Self::ViewMut<'_>,
         dhead: Self::ViewMut<'_>,
-        p: MatmulPrecision,
+        p: Precision,
     );
 
     // Generation.

@@ -12,7 +12,7 @@ use crate::gemm::{View, ViewMut};
 use crate::logprob::{self, Gather};
 use crate::rope::{rope_rows, RopeTable};
 use crate::skinny::to_bf16;
-use crate::{linear, rms_norm, swiglu, Float, MatmulPrecision, SendPtr};
+use crate::{linear, rms_norm, swiglu, Float, Precision, SendPtr};
 
 /// The CPU backend computing in `T`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -135,7 +135,7 @@ impl<T: Float> Backend for Cpu<T> {
         dout: usize,
         y: &mut [T],
         add: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) {
         if let Some(b) = bias {
             for row in y.chunks_exact_mut(dout) {
@@ -176,7 +176,7 @@ impl<T: Float> Backend for Cpu<T> {
         din: usize,
         dout: usize,
         add: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) {
         linear::grad_input(dx, g, w, din, dout, add, p);
     }
@@ -186,7 +186,7 @@ impl<T: Float> Backend for Cpu<T> {
         x: &[T],
         din: usize,
         dout: usize,
-        p: MatmulPrecision,
+        p: Precision,
     ) -> Vec<T> {
         linear::grad_weight(g, x, din, dout, p)
     }
@@ -223,7 +223,7 @@ impl<T: Float> Backend for Cpu<T> {
         vocab: usize,
         width: usize,
         keep: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) -> Scored<Self> {
         let s = logprob::forward(g, h, head, vocab, width, keep, p);
         Scored {
@@ -245,7 +245,7 @@ impl<T: Float> Backend for Cpu<T> {
         width: usize,
         dh: &mut [T],
         dhead: &mut [T],
-        p: MatmulPrecision,
+        p: Precision,
     ) {
         logprob::backward_into(
             g,

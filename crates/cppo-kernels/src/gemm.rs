@@ -2,7 +2,7 @@
 //! same kernels candle's CPU matmul uses), so the kernels can multiply heads and chunks in place
 //! without transposing or copying them first.
 
-use super::{Float, MatmulPrecision};
+use super::{Float, Precision};
 use gemm::Parallelism;
 
 /// A matrix in memory: element (i, j) lives at `ptr + i * rs + j * cs`.
@@ -54,7 +54,7 @@ pub fn threads() -> usize {
 /// Every view must address valid memory for the given sizes, and `dst` must not overlap `a` or `b`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn matmul<T: Float>(
-    precision: MatmulPrecision,
+    precision: Precision,
     m: usize,
     n: usize,
     k: usize,
@@ -78,7 +78,7 @@ pub unsafe fn matmul<T: Float>(
         }
         return;
     }
-    if precision == MatmulPrecision::Bf16
+    if precision.is_bf16()
         && T::matmul_bf16(m, n, k, dst, accumulate, a, b, scale, parallel)
     {
         return;

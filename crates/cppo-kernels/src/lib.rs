@@ -27,35 +27,71 @@ pub mod swiglu;
 
 use candle_core::WithDType;
 
-/// How the large products of the training path (the linear layers and the output projection)
-/// multiply. Everything else (norms, attention, softmax, gradients' sums, the weights themselves)
-/// stays in the decoder's dtype.
+/// The precision of matrix products, the one type every place that chooses one uses (the update's
+/// products, the rollout weights, the stored model). `F32` multiplies exactly (f64 for f64 decoders).
+/// `Bf16` rounds the operands to bf16 and sums in f32, as `torch.autocast` and a bf16 inference engine
+/// do; a product without a bf16 path on this CPU multiplies in full precision instead. `Auto` is the
+/// right one for this CPU, different per use: see [`Precision::for_update`] and
+/// [`Precision::for_rollouts`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum MatmulPrecision {
-    /// Exact f32 (f64 for f64 decoders) products.
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
     #[default]
-    #[serde(rename = "f32")]
-    Full,
-    /// Operands rounded to bf16, products summed in f32 (`gemm_bf16`): about 1.7x the products per
-    /// second on AVX512-BF16 cores. Where the machine lacks AVX512-BF16, or for f64, this multiplies
-    /// in full precision.
-    #[serde(rename = "bf16")]
+    Auto,
+    F32,
     Bf16,
 }
 
-impl MatmulPrecision {
-    /// The name configs use (as serde spells it).
+impl Precision {
+    /// The name configs and the command line use (as serde spells it).
     pub fn name(self) -> &'static str {
         match self {
-            MatmulPrecision::Full => "f32",
-            MatmulPrecision::Bf16 => "bf16",
+            Precision::Auto => "auto",
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
         }
     }
 
-    /// Whether `Bf16` really rounds on this machine (it has AVX512-BF16); elsewhere it multiplies in
-    /// full precision.
+    /// Whether bf16 training products are faster than f32 here: only with AVX512-BF16's dot
+    /// instruction (on AVX2 a widened bf16 product costs more than the f32 one it replaces).
     pub fn bf16_available() -> bool {
         gemm_bf16::available()
+    }
+
+    /// The update's products: `Auto` is bf16 where [`Precision::bf16_available`], f32 elsewhere.
+    pub fn for_update(self) -> Precision {
+        match self {
+            Precision::Auto if Precision::bf16_available() => Precision::Bf16,
+            Precision::Auto => Precision::F32,
+            p => p,
+        }
+    }
+
+    /// The rollouts' weights: `Auto` is a bf16 snapshot where the skinny products read bf16 weights
+    /// (AVX2 and up: a decode step is memory-bound, and half the bytes outweigh the widening), f32
+    /// elsewhere.
+    pub fn for_rollouts(self) -> Precision {
+        match self {
+            Precision::Auto if skinny::available() => Precision::Bf16,
+            Precision::Auto => Precision::F32,
+            p => p,
+        }
+    }
+
+    /// Whether a product asked for this precision rounds its operands to bf16 (where it can).
+    pub fn is_bf16(self) -> bool {
+        self.for_update() == Precision::Bf16
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Precision::Auto, Precision::F32, Precision::Bf16]
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| format!("unknown precision {s:?} (auto, f32 or bf16)"))
     }
 }
 
@@ -133,7 +169,7 @@ pub trait Float:
     /// unless overridden.
     fn project(x: &[Self], _n: usize, din: usize, outs: &mut [linear::ProjectOut<Self>]) {
         for o in outs.iter_mut() {
-            linear::accumulate(o.y, x, o.w, din, o.n, o.add, MatmulPrecision::Full);
+            linear::accumulate(o.y, x, o.w, din, o.n, o.add, Precision::F32);
         }
     }
     /// The few-queries attention kernel (`few_queries::attend`); false when it does not apply.
@@ -259,4 +295,27 @@ pub fn test_values(n: usize, seed: u32) -> Vec<f32> {
             ((i.wrapping_mul(2654435761) ^ seed.wrapping_mul(40503)) % 2001) as f32 / 1000.0 - 1.0
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Precision;
+
+    /// The command line's names are the config's (serde's) names, and parse back; `Auto` resolves to
+    /// a concrete precision for both uses, and the concrete ones stay what they are.
+    #[test]
+    fn precision_names_match_serde_and_auto_resolves() {
+        for p in [Precision::Auto, Precision::F32, Precision::Bf16] {
+            assert_eq!(serde_json::to_value(p).unwrap(), serde_json::Value::String(p.name().into()));
+            assert_eq!(p.name().parse::<Precision>(), Ok(p));
+        }
+        assert!("fp16".parse::<Precision>().is_err());
+        for p in [Precision::F32, Precision::Bf16] {
+            assert_eq!(p.for_update(), p);
+            assert_eq!(p.for_rollouts(), p);
+        }
+        assert_ne!(Precision::Auto.for_update(), Precision::Auto);
+        assert_eq!(Precision::Auto.for_update() == Precision::Bf16, Precision::bf16_available());
+        assert_eq!(Precision::Auto.for_rollouts() == Precision::Bf16, crate::skinny::available());
+    }
 }

@@ -3,7 +3,7 @@
 //! the gradient store then copies element by element).
 
 use super::gemm::{matmul, View, ViewMut};
-use super::{Float, MatmulPrecision};
+use super::{Float, Precision};
 
 /// `y (n x dout) = x (n x din) @ w (dout x din)^T (+ b)`.
 pub fn forward_slices<T: Float>(
@@ -12,7 +12,7 @@ pub fn forward_slices<T: Float>(
     b: Option<&[T]>,
     din: usize,
     dout: usize,
-    p: MatmulPrecision,
+    p: Precision,
 ) -> Vec<T> {
     let n = x.len() / din.max(1);
     let mut y = vec![T::zero(); n * dout];
@@ -38,10 +38,10 @@ pub fn accumulate<T: Float>(
     din: usize,
     dout: usize,
     add: bool,
-    p: MatmulPrecision,
+    p: Precision,
 ) {
     let n = x.len() / din.max(1);
-    if p == MatmulPrecision::Bf16
+    if p.is_bf16()
         && unsafe {
             T::matmul_bf16(
                 n,
@@ -65,7 +65,7 @@ pub fn accumulate<T: Float>(
         let mut t = vec![T::zero(); n * dout];
         unsafe {
             matmul(
-                MatmulPrecision::Full,
+                Precision::F32,
                 n,
                 dout,
                 din,
@@ -86,7 +86,7 @@ pub fn accumulate<T: Float>(
     }
     unsafe {
         matmul(
-            MatmulPrecision::Full,
+            Precision::F32,
             n,
             dout,
             din,
@@ -159,7 +159,7 @@ pub fn project_f32(x: &[f32], n: usize, din: usize, outs: &mut [ProjectOut<f32>]
         return;
     }
     for o in outs.iter_mut() {
-        accumulate(o.y, x, o.w, din, o.n, o.add, MatmulPrecision::Full);
+        accumulate(o.y, x, o.w, din, o.n, o.add, Precision::F32);
     }
 }
 
@@ -171,7 +171,7 @@ pub fn grad_input<T: Float>(
     din: usize,
     dout: usize,
     add: bool,
-    p: MatmulPrecision,
+    p: Precision,
 ) {
     let n = g.len() / dout.max(1);
     unsafe {
@@ -196,7 +196,7 @@ pub fn grad_weight<T: Float>(
     x: &[T],
     din: usize,
     dout: usize,
-    p: MatmulPrecision,
+    p: Precision,
 ) -> Vec<T> {
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];

@@ -9,7 +9,7 @@ use candle_core::WithDType;
 use rayon::prelude::*;
 
 use super::gemm::{matmul, View, ViewMut};
-use super::{Float, MatmulPrecision};
+use super::{Float, Precision};
 
 /// What to score: slot `s` is the log-probability of token `targets[s]` given hidden row `rows[s]`,
 /// written at flat index `out_index[s]` of an output of shape `out_shape` (zeros elsewhere).
@@ -47,7 +47,7 @@ fn logits_chunk<T: Float>(
     v0: usize,
     vc: usize,
     out: &mut Vec<T>,
-    mp: MatmulPrecision,
+    mp: Precision,
 ) {
     let slots = hs.len() / width;
     out.clear();
@@ -87,7 +87,7 @@ pub fn forward<T: Float>(
     vocab: usize,
     width: usize,
     keep: bool,
-    mp: MatmulPrecision,
+    mp: Precision,
 ) -> Scored<T> {
     let slots = g.rows.len();
     let hs = gather_rows(h, width, &g.rows);
@@ -164,7 +164,7 @@ pub fn backward_into<T: Float>(
     width: usize,
     dh: Option<&mut [T]>,
     mut dw: Option<&mut [T]>,
-    mp: MatmulPrecision,
+    mp: Precision,
 ) {
     let slots = g.rows.len();
     let gs: Vec<T> = g.out_index.iter().map(|&o| gout[o]).collect();
@@ -259,8 +259,8 @@ mod tests {
             chunk_cols: 16,
         };
         let gout = values(5, 3);
-        let kept = forward(&g, &h, &w, vocab, width, true, MatmulPrecision::Full);
-        let plain = forward(&g, &h, &w, vocab, width, false, MatmulPrecision::Full);
+        let kept = forward(&g, &h, &w, vocab, width, true, Precision::F32);
+        let plain = forward(&g, &h, &w, vocab, width, false, Precision::F32);
         assert_eq!(kept.out, plain.out);
         assert!(plain.logits.is_none());
         let chunks = kept.logits.expect("small logits are kept");
@@ -278,7 +278,7 @@ mod tests {
                 width,
                 Some(&mut dh),
                 Some(&mut dw),
-                MatmulPrecision::Full,
+                Precision::F32,
             );
             (dh, dw)
         };

@@ -4,7 +4,7 @@
 //! backend is checked against the same ground.
 //!
 //! Mixed precision follows the CPU backend's rule: products round their operands to bf16 where
-//! `MatmulPrecision::Bf16` is asked for and the machine multiplies in bf16 (AVX512-BF16), and a rollout's
+//! `Precision::Bf16` is asked for and the machine multiplies in bf16 (AVX512-BF16), and a rollout's
 //! bf16 weights meet bf16-rounded inputs where the machine's bf16 dot product would.
 
 use std::marker::PhantomData;
@@ -17,7 +17,7 @@ use crate::backend::{AdamWStep, Backend, CacheLayout, CachedQuery, Product, Scor
 use crate::logprob::Gather;
 use crate::rope::RopeTable;
 use crate::skinny::{dot_bf16_available, from_bf16, to_bf16};
-use crate::{Float, MatmulPrecision};
+use crate::{Float, Precision};
 
 /// The reference backend computing in `T` (sums in f64).
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,9 +35,9 @@ fn f<T: Float>(v: T) -> f64 {
 
 /// The value an operand takes in a product at precision `p` (rounded to bf16 where the CPU backend
 /// would round it).
-fn operand<T: Float>(v: T, p: MatmulPrecision) -> f64 {
-    let rounds = p == MatmulPrecision::Bf16
-        && MatmulPrecision::bf16_available()
+fn operand<T: Float>(v: T, p: Precision) -> f64 {
+    let rounds = p.is_bf16()
+        && Precision::bf16_available()
         && std::mem::size_of::<T>() == 4;
     if rounds {
         from_bf16(to_bf16(f(v) as f32)) as f64
@@ -252,7 +252,7 @@ impl<T: Float> Backend for Reference<T> {
         dout: usize,
         y: &mut [T],
         add: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) {
         let n = x.len() / din.max(1);
         for i in 0..n {
@@ -302,7 +302,7 @@ impl<T: Float> Backend for Reference<T> {
         din: usize,
         dout: usize,
         add: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) {
         let n = g.len() / dout.max(1);
         for i in 0..n {
@@ -322,7 +322,7 @@ impl<T: Float> Backend for Reference<T> {
         x: &[T],
         din: usize,
         dout: usize,
-        p: MatmulPrecision,
+        p: Precision,
     ) -> Vec<T> {
         let n = g.len() / dout.max(1);
         let mut dw = vec![T::zero(); dout * din];
@@ -453,7 +453,7 @@ impl<T: Float> Backend for Reference<T> {
         vocab: usize,
         width: usize,
         _keep: bool,
-        p: MatmulPrecision,
+        p: Precision,
     ) -> Scored<Self> {
         let mut out = vec![T::zero(); g.out_shape.iter().product()];
         let (mut lse, mut entropy) = (
@@ -497,7 +497,7 @@ impl<T: Float> Backend for Reference<T> {
         width: usize,
         dh: &mut [T],
         dhead: &mut [T],
-        p: MatmulPrecision,
+        p: Precision,
     ) {
         let mut dw = vec![0f64; vocab * width];
         for ((&r, &t), &o) in g.rows.iter().zip(&g.targets).zip(&g.out_index) {

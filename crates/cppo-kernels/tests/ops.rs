@@ -10,7 +10,7 @@ use cppo_kernels::cpu::Cpu;
 use cppo_kernels::logprob::Gather;
 use cppo_kernels::reference::Reference;
 use cppo_kernels::rope::RopeTable;
-use cppo_kernels::MatmulPrecision;
+use cppo_kernels::Precision;
 
 /// A backend over host memory computing in `T`: both of this crate's.
 trait Host<T>:
@@ -132,7 +132,7 @@ fn linear_case<B: Host<f64>>(b: &B) {
             dout,
             &mut y,
             true,
-            MatmulPrecision::Full,
+            Precision::F32,
         );
         y
     };
@@ -162,7 +162,7 @@ fn linear_case<B: Host<f64>>(b: &B) {
         dout,
         &mut y2,
         false,
-        MatmulPrecision::Full,
+        Precision::F32,
     );
     assert!(
         max_diff(
@@ -183,14 +183,14 @@ fn linear_case<B: Host<f64>>(b: &B) {
         din,
         dout,
         false,
-        MatmulPrecision::Full,
+        Precision::F32,
     );
     assert_grad(
         &format!("{} linear dx", b.name()),
         &dx,
         &numeric_grad(&inputs, 0, &r, &fwd),
     );
-    let dw = b.linear_grad_weight(&r, &inputs[0], din, dout, MatmulPrecision::Full);
+    let dw = b.linear_grad_weight(&r, &inputs[0], din, dout, Precision::F32);
     assert_grad(
         &format!("{} linear dw", b.name()),
         &dw,
@@ -210,7 +210,7 @@ fn linear_case<B: Host<f64>>(b: &B) {
         din,
         dout,
         true,
-        MatmulPrecision::Full,
+        Precision::F32,
     );
     assert!(
         max_diff(&dx2, &dx.iter().map(|v| 2.0 * v).collect::<Vec<_>>()) < 1e-12,
@@ -489,7 +489,7 @@ fn logprob_case<B: Host<f64>>(b: &B) {
                 vocab,
                 width,
                 keep,
-                MatmulPrecision::Full,
+                Precision::F32,
             );
             let (mut want, mut want_ent) = (vec![0.0; 8], vec![]);
             for (slot, &row) in g.rows.iter().enumerate() {
@@ -516,7 +516,7 @@ fn logprob_case<B: Host<f64>>(b: &B) {
                 b.name()
             );
             let fwd = |t: &[Vec<f64>]| {
-                b.logprobs(&g, &t[0], &t[1], vocab, width, false, MatmulPrecision::Full)
+                b.logprobs(&g, &t[0], &t[1], vocab, width, false, Precision::F32)
                     .out
             };
             let r = values(8, 22);
@@ -533,7 +533,7 @@ fn logprob_case<B: Host<f64>>(b: &B) {
                 width,
                 &mut dh,
                 &mut dhead,
-                MatmulPrecision::Full,
+                Precision::F32,
             );
             assert_grad(
                 &format!("{} logprob chunk {chunk} keep {keep} dh", b.name()),
@@ -715,9 +715,9 @@ fn cpu_agrees_with_the_reference_in_f32() {
         .as_nanos() as u64;
     eprintln!("seed {seed}");
     let v = |n: usize, k: u64| f32s(&values(n, seed.wrapping_add(k)));
-    for p in [MatmulPrecision::Full, MatmulPrecision::Bf16] {
+    for p in [Precision::F32, Precision::Bf16] {
         // bf16 products round each operand: relative errors of ~2^-8, mostly cancelling.
-        let tol = if p == MatmulPrecision::Full {
+        let tol = if p == Precision::F32 {
             1e-5
         } else {
             2e-2

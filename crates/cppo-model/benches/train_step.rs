@@ -1,13 +1,13 @@
 //! Training forward + backward of SmolLM2-135M-shaped random weights (f32, CPU): 4 sequences of 128
 //! tokens, and one prompt of 100 tokens with 8 completions of 64 through `completion_logprobs`, with f32
-//! and with bf16 products (`MatmulPrecision::Bf16`, the trainer's default).
+//! and with bf16 products (`Precision::Bf16`, the trainer's default).
 //! `cargo bench -p cppo-model --bench train_step` (set RAYON_NUM_THREADS to pin the thread count,
 //! BENCH_ONLY_MIXED=1 to run only the bf16 case, e.g. under a profiler).
 
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use cppo_kernels::MatmulPrecision;
+use cppo_kernels::Precision;
 use cppo_io::{Architecture, ModelConfig};
 use cppo_model::{CompletionLogProbs, Decoder};
 
@@ -106,6 +106,6 @@ fn main() {
             dec.completion_logprobs(&prompt, &refs).unwrap()
         });
     }
-    let mixed = dec.clone().with_matmul_precision(MatmulPrecision::Bf16);
+    let mixed = dec.clone().with_matmul_precision(Precision::Bf16);
     run("the same, bf16 products (mixed precision)", 100 + 8 * 64, iters, || mixed.completion_logprobs(&prompt, &refs).unwrap());
 }

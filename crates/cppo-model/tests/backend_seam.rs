@@ -6,7 +6,7 @@
 mod decoder_support;
 
 use candle_core::{DType, Device, Tensor};
-use cppo_kernels::MatmulPrecision;
+use cppo_kernels::Precision;
 use cppo_model::decoder::BackendKind;
 use cppo_model::Decoder;
 use decoder_support::{decoder, families, flat, max_diff, pg_loss, tokens};
@@ -23,7 +23,7 @@ fn rel(a: &[f64], b: &[f64]) -> f64 {
 #[test]
 fn the_training_path_agrees_in_log_probs_and_gradients() {
     for (name, cfg) in families() {
-        for (dtype, mp, tol) in [(DType::F64, MatmulPrecision::Full, 1e-10), (DType::F32, MatmulPrecision::Full, 1e-5), (DType::F32, MatmulPrecision::Bf16, 1e-4)] {
+        for (dtype, mp, tol) in [(DType::F64, Precision::F32, 1e-10), (DType::F32, Precision::F32, 1e-5), (DType::F32, Precision::Bf16, 1e-4)] {
             let dec = decoder(&cfg, 5, dtype).with_matmul_precision(mp);
             let (cpu, rf) = both(&dec);
             assert_eq!((cpu.backend(), rf.backend()), (BackendKind::Cpu, BackendKind::Reference));

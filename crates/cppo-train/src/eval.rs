@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Result;
 use cppo_core::passk::{avg_at_n, pass_at_k};
 use cppo_core::Problem;
-use cppo_engine::{Finish, SamplingParams, WeightPrecision};
+use cppo_engine::{Finish, SamplingParams, Precision};
 use cppo_io::ChatTokenizer;
 use cppo_model::Decoder;
 use cppo_reward::{AccuracyReward, Reward};
@@ -76,7 +76,7 @@ pub fn evaluate(
         stop: settings.stop.clone(),
     };
     let req = RolloutRequest { problems, prompts, group_size: settings.samples };
-    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, settings.max_batch, settings.seed, WeightPrecision::F32, |_| {})?;
+    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, settings.max_batch, settings.seed, Precision::F32, |_| {})?;
     let grader = AccuracyReward;
     let mut records = Vec::with_capacity(groups.len());
     let mut all_correct = Vec::new();

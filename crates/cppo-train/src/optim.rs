@@ -52,7 +52,7 @@ impl GradAccumulator {
         for ((name, var), buf) in vars.iter().zip(self.bufs.iter_mut()) {
             let Some(g) = grads.get(var.as_tensor()) else { continue };
             let g = g.to_dtype(DType::F32)?;
-            with_f32_slice(&g, |src| {
+            cppo_kernels::host::with_slice(&g, |src: &[f32]| {
                 if src.len() != buf.len() {
                     bail!("gradient of {name} has {} elements, expected {}", src.len(), buf.len());
                 }
@@ -61,6 +61,8 @@ impl GradAccumulator {
                     .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, s)| *d += *s));
                 Ok(())
             })
+            .map_err(anyhow::Error::from)
+            .and_then(|r| r)
             .with_context(|| format!("accumulating the gradient of {name}"))?;
         }
         Ok(())
@@ -83,21 +85,6 @@ impl GradAccumulator {
     pub fn buffers(&self) -> &[Vec<f32>] {
         &self.bufs
     }
-}
-
-/// Calls `f` with the contiguous f32 data of a CPU tensor, copying only if the layout demands it.
-fn with_f32_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
-    let t = if t.is_contiguous() { t.clone() } else { t.contiguous()? };
-    if !t.device().is_cpu() {
-        let v = t.flatten_all()?.to_vec1::<f32>()?;
-        return f(&v);
-    }
-    let (storage, layout) = t.storage_and_layout();
-    let candle_core::Storage::Cpu(CpuStorage::F32(data)) = &*storage else {
-        bail!("expected f32 CPU storage, got {:?}", t.dtype());
-    };
-    let (start, end) = layout.contiguous_offsets().context("non-contiguous layout")?;
-    f(&data[start..end])
 }
 
 #[derive(Clone, Copy, Debug)]

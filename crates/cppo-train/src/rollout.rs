@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use cppo_core::Problem;
-use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams, WeightPrecision};
+use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams, Precision};
 use cppo_io::ChatTokenizer;
 use cppo_model::Decoder;
 use cppo_reward::Reward;
@@ -67,7 +67,7 @@ pub fn generate_groups(
     params: &SamplingParams,
     max_batch: usize,
     seed: u64,
-    precision: WeightPrecision,
+    precision: Precision,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
     let requests: Vec<Request> =

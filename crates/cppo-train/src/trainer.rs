@@ -108,10 +108,9 @@ impl Trainer {
     /// output folder.
     pub fn new(cfg: TrainConfig, resume: bool) -> Result<Self> {
         let device = parse_device(&cfg.model.device)?;
-        let dtype = match cfg.model.dtype.as_str() {
-            "f32" => DType::F32,
-            "bf16" => DType::BF16,
-            other => bail!("model.dtype = \"{other}\": expected \"f32\" or \"bf16\""),
+        let dtype = match cfg.model.dtype {
+            cppo_kernels::Precision::Bf16 => DType::BF16,
+            _ => DType::F32,
         };
         let out = cfg.output_dir.clone();
         let latest = if resume { checkpoint::latest(&out)? } else { None };
@@ -124,7 +123,7 @@ impl Trainer {
         };
         let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
-        let mp = cfg.optim.matmul_precision;
+        let mp = cfg.optim.matmul_precision.for_update();
         let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp);
         // The reference is the initial policy, frozen; with beta = 0 it is never built.
         let reference = if cfg.loss.beta > 0.0 {

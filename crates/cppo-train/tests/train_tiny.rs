@@ -242,16 +242,16 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
 
 #[test]
 fn update_products_follow_the_config() {
-    use cppo_kernels::MatmulPrecision;
+    use cppo_kernels::Precision;
     let t = Trainer::new(common::tiny_config("mp-default", &[]), false).unwrap();
-    assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Bf16, "bf16 products are the default");
-    for p in [MatmulPrecision::Full, MatmulPrecision::Bf16] {
+    assert_eq!(t.policy.matmul_precision(), Precision::Bf16, "bf16 products are the default");
+    for p in [Precision::F32, Precision::Bf16] {
         assert_eq!(serde_json::to_value(p).unwrap(), serde_json::Value::String(p.name().into()), "names are the config's");
     }
-    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), MatmulPrecision::Bf16, "the reference follows the policy");
+    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), Precision::Bf16, "the reference follows the policy");
     let t = Trainer::new(common::tiny_config("mp-f32", &["optim.matmul_precision=\"f32\""]), false).unwrap();
-    assert_eq!(t.policy.matmul_precision(), MatmulPrecision::Full);
-    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), MatmulPrecision::Full);
+    assert_eq!(t.policy.matmul_precision(), Precision::F32);
+    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), Precision::F32);
     let err = TrainConfig::from_toml("output_dir = \"x\"\n[model]\npath = \"m\"\n[data]\ntrain = \"gsm8k\"\n", &["optim.matmul_precision=\"fp8\"".to_string()])
         .err()
         .map(|e| format!("{e:#}"));

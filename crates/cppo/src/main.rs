@@ -113,8 +113,8 @@ enum BenchCommand {
         #[arg(long, default_value_t = 128)]
         new_tokens: usize,
         /// Weight precisions to measure, each at every batch size.
-        #[arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = str::parse::<cppo_engine::WeightPrecision>)]
-        weights: Vec<cppo_engine::WeightPrecision>,
+        #[arg(long, value_delimiter = ',', default_value = "f32,bf16", value_parser = str::parse::<cppo_engine::Precision>)]
+        weights: Vec<cppo_engine::Precision>,
     },
     Step {
         #[arg(long, default_value = "smollm2-135m-instruct")]

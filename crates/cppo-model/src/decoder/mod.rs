@@ -29,7 +29,7 @@ use cppo_io::config::ModelConfig;
 use cppo_io::weights::Weights;
 use cppo_kernels::backend::Backend;
 use cppo_kernels::rope::RopeTable;
-use cppo_kernels::MatmulPrecision;
+use cppo_kernels::Precision;
 use index::Index;
 
 /// One weight: a `Var` when trainable, a plain tensor when frozen.
@@ -65,7 +65,7 @@ pub(crate) struct Ctx<'a, B: Backend> {
     pub ix: &'a Index,
     pub cfg: &'a ModelConfig,
     pub rope: &'a Arc<RopeTable>,
-    pub mp: MatmulPrecision,
+    pub mp: Precision,
 }
 
 /// Runs `$body` with `$m: Ctx` over this decoder's weights (read-locked for its duration) on the
@@ -107,7 +107,7 @@ pub struct Decoder {
     /// What `completion_logprobs*` has scored, shared by clones (not by `frozen_copy`).
     scored: Arc<ScoredCompletions>,
     /// How the training path's large products multiply (`with_matmul_precision`).
-    matmul: MatmulPrecision,
+    matmul: Precision,
 }
 
 /// A running count of the completions a decoder has scored through `completion_logprobs` and
@@ -215,7 +215,7 @@ impl Decoder {
             rope: Arc::new(rope),
             backend: BackendKind::Cpu,
             scored: Arc::default(),
-            matmul: MatmulPrecision::Full,
+            matmul: Precision::F32,
         })
     }
 
@@ -246,12 +246,12 @@ impl Decoder {
     /// `precision`: `Bf16` is mixed precision as in `torch.autocast`, with the weights, their gradients
     /// and everything but the linear layers' and output projection's products in the decoder's dtype.
     /// Generation (`infer.rs`) and `forward_logits` are unaffected.
-    pub fn with_matmul_precision(mut self, precision: MatmulPrecision) -> Self {
+    pub fn with_matmul_precision(mut self, precision: Precision) -> Self {
         self.matmul = precision;
         self
     }
 
-    pub fn matmul_precision(&self) -> MatmulPrecision {
+    pub fn matmul_precision(&self) -> Precision {
         self.matmul
     }
 

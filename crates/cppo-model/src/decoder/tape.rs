@@ -14,7 +14,7 @@ use cppo_io::params::LayerParam::*;
 use cppo_kernels::attention::{AttnLayout, Attention};
 use cppo_kernels::backend::{Backend, Scored};
 use cppo_kernels::logprob::Gather;
-use cppo_kernels::MatmulPrecision;
+use cppo_kernels::Precision;
 
 use super::Ctx;
 
@@ -36,7 +36,7 @@ struct Saved<B: Backend> {
 pub(crate) struct Tape<B: Backend> {
     attn: Attention,
     /// The forward's products' precision, which the backward's follow.
-    precision: MatmulPrecision,
+    precision: Precision,
     tokens: Vec<u32>,
     layers: Vec<Saved<B>>,
     x_final: B::Buf,
@@ -49,7 +49,7 @@ pub(crate) struct Tape<B: Backend> {
 
 /// `y = x @ w^T (+ bias)` as a new buffer of `n` rows.
 #[allow(clippy::too_many_arguments)]
-fn linear<B: Backend>(b: &B, x: &B::Buf, w: B::View<'_>, bias: Option<B::View<'_>>, n: usize, din: usize, dout: usize, p: MatmulPrecision) -> B::Buf {
+fn linear<B: Backend>(b: &B, x: &B::Buf, w: B::View<'_>, bias: Option<B::View<'_>>, n: usize, din: usize, dout: usize, p: Precision) -> B::Buf {
     let mut y = b.zeros(n * dout);
     b.linear(b.view(x), w, bias, din, dout, b.view_mut(&mut y), false, p);
     y
@@ -127,13 +127,13 @@ pub(crate) fn forward<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout
 
 /// Logits `(rows, vocab)` of every row, with exact products whatever the decoder's precision (no tape).
 pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout) -> Result<B::Buf> {
-    let m = &Ctx { b: m.b, w: m.w, ix: m.ix, cfg: m.cfg, rope: m.rope, mp: MatmulPrecision::Full };
+    let m = &Ctx { b: m.b, w: m.w, ix: m.ix, cfg: m.cfg, rope: m.rope, mp: Precision::F32 };
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, vocab, n) = (cfg.hidden_size, cfg.vocab_size, tokens.len());
     let attn = attention(m, layout, n)?;
     let (x, _) = layers(m, b.embed(w[ix.embed], h, tokens), &attn, n, false);
     let hn = b.rms_norm(b.view(&x), w[ix.norm], cfg.rms_norm_eps);
-    Ok(linear(b, &hn, w[ix.lm_head], None, n, h, vocab, MatmulPrecision::Full))
+    Ok(linear(b, &hn, w[ix.lm_head], None, n, h, vocab, Precision::F32))
 }
 
 /// The gradient of every weight (in parameter order) given `dlogp`, the gradient of the scored output

@@ -7,8 +7,7 @@ use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_data::{Dataset, PromptTemplate};
-use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams, WeightPrecision};
-use cppo_kernels::MatmulPrecision;
+use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams, Precision};
 use cppo_model::Decoder;
 use serde::Serialize;
 
@@ -36,7 +35,7 @@ pub fn matmul_gflops() -> Result<f64> {
 #[derive(Clone, Debug, Serialize)]
 pub struct GenerateRow {
     pub batch: usize,
-    pub weights: WeightPrecision,
+    pub weights: Precision,
     pub questions: usize,
     pub samples_per_question: usize,
     pub new_tokens: usize,
@@ -86,7 +85,7 @@ impl GenerateBench {
                 100.0 * r.fraction_of_matmul_peak
             );
         }
-        for w in [WeightPrecision::F32, WeightPrecision::Bf16] {
+        for w in [Precision::F32, Precision::Bf16] {
             let rows: Vec<&GenerateRow> = self.rows.iter().filter(|r| r.weights == w).collect();
             if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
                 if first.batch != last.batch {
@@ -107,7 +106,7 @@ impl GenerateBench {
 /// Decodes `new_tokens` per row (end-of-sequence ignored, so every row runs to the limit) at the given
 /// batch sizes, with each weight precision in turn; a batch of 16 or more is made of questions of 16
 /// samples each.
-pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisions: &[WeightPrecision]) -> Result<GenerateBench> {
+pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisions: &[Precision]) -> Result<GenerateBench> {
     let loaded = cppo_io::load_model(&resolve_model_path(model)?, DType::F32, &Device::Cpu)?;
     let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
     let parameters: usize = loaded.weights.tensors.values().map(|t| t.elem_count()).sum();
@@ -252,7 +251,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let policy = Decoder::new(&loaded.config, &loaded.weights, true, &Device::Cpu)?;
     let reference = policy.frozen_copy()?;
     // Handles on the same weights whose update multiplies in bf16 (the default) or f32.
-    let at = |d: &Decoder, p: MatmulPrecision| d.clone().with_matmul_precision(p);
+    let at = |d: &Decoder, p: Precision| d.clone().with_matmul_precision(p);
     let tok = &loaded.tokenizer;
     let problems = crate::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
@@ -263,7 +262,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let mut grads = GradAccumulator::new(&vars);
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
-    let mut one = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64, MatmulPrecision)]| -> Result<Vec<StepTimes>> {
+    let mut one = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision)]| -> Result<Vec<StepTimes>> {
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
@@ -305,14 +304,14 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         Ok(out)
     };
     // Warm the allocator and caches once so the first measured phase is not penalised.
-    one("warm-up", 2, WeightPrecision::Bf16, &[("grpo", Strategy::All, 0.04, MatmulPrecision::Bf16)])?;
+    one("warm-up", 2, Precision::Bf16, &[("grpo", Strategy::All, 0.04, Precision::Bf16)])?;
     // Each row is measured `repeats` times (same seed, so the same rollouts) and each phase reported
     // by its median: on a shared machine single runs of the same step vary by 10-20%.
-    let mut measure = |label: &str, g: usize, weights: WeightPrecision, arms: &[(&str, Strategy, f64, MatmulPrecision)]| -> Result<Vec<StepTimes>> {
+    let mut measure = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision)]| -> Result<Vec<StepTimes>> {
         let runs: Vec<Vec<StepTimes>> = (0..repeats.max(1)).map(|_| one(label, g, weights, arms)).collect::<Result<_>>()?;
         Ok((0..arms.len()).map(|a| median_times(&runs.iter().map(|r| r[a].clone()).collect::<Vec<_>>())).collect())
     };
-    let (bf16, mixed, full) = (WeightPrecision::Bf16, MatmulPrecision::Bf16, MatmulPrecision::Full);
+    let (bf16, mixed, full) = (Precision::Bf16, Precision::Bf16, Precision::F32);
     let cppo = Strategy::Cppo { pruning_rate: 0.875 };
     let sixteen = measure("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04, mixed), ("cppo P=0.875", cppo, 0.04, mixed)])?;
     let eight = measure(
@@ -321,7 +320,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         bf16,
         &[("grpo", Strategy::All, 0.04, mixed), ("grpo", Strategy::All, 0.0, mixed), ("grpo", Strategy::All, 0.04, full), ("grpo", Strategy::All, 0.0, full)],
     )?;
-    let eight_f32 = measure("G=8", 8, WeightPrecision::F32, &[("grpo", Strategy::All, 0.04, full)])?;
+    let eight_f32 = measure("G=8", 8, Precision::F32, &[("grpo", Strategy::All, 0.04, full)])?;
     let (grpo, cppo) = (sixteen[0].clone(), sixteen[1].clone());
     Ok(StepBench {
         model: model.to_string(),

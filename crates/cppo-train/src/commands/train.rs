@@ -57,6 +57,18 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
     let mut trainer = Trainer::new(cfg, opts.resume)?;
     let steps = trainer.cfg.train.steps;
     let (eval_every, save_every) = (trainer.cfg.train.eval_every, trainer.cfg.train.save_every);
+    if opts.progress {
+        let (update, rollouts) = (trainer.cfg.optim.matmul_precision, trainer.cfg.generation.weights);
+        let auto = |p: cppo_kernels::Precision| if p == cppo_kernels::Precision::Auto { " (auto)" } else { "" };
+        eprintln!(
+            "kernels: {}; update products {}{}, rollout weights {}{}",
+            cppo_kernels::isa::describe(),
+            update.for_update().name(),
+            auto(update),
+            rollouts.for_rollouts().name(),
+            auto(rollouts)
+        );
+    }
     let mut initial_eval = None;
     if trainer.step == 0 && trainer.cfg.train.eval_before {
         initial_eval = trainer.evaluate()?;
