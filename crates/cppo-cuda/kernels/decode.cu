@@ -1,10 +1,11 @@
-// Rollouts: the bf16 key/value cache and the attention of one new query row per sequence over it.
-// Cache layout per layer (as cppo-model kv_cache.rs, in bf16): (cache rows, kv_heads, max_len, d);
-// key (row, kv head, position) at ((row * kv_heads + kh) * max_len + pos) * d.
+// Rollouts: the key/value cache and the attention of one new query row per sequence over it.
+// Cache layout per layer (as cppo-model kv_cache.rs): (cache rows, kv_heads, max_len, d); key (row,
+// kv head, position) at ((row * kv_heads + kh) * max_len + pos) * d. The cache is bf16 for rollouts
+// on the device, or f32 where the backend's buffers are (the `Backend` trait's cache is its `T`).
 
 // Token t's keys and values (n rows of kv_heads * d) go to cache row rows[t], position pos[t].
-template <typename T>
-__device__ void kv_append(const T* k, const T* v, bf16* kc, bf16* vc, const int* rows, const int* pos, int n,
+template <typename T, typename TC>
+__device__ void kv_append(const T* k, const T* v, TC* kc, TC* vc, const int* rows, const int* pos, int n,
                           int kv_heads, int d, int max_len) {
     long long width = (long long)kv_heads * d, total = n * width;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
@@ -12,24 +13,25 @@ __device__ void kv_append(const T* k, const T* v, bf16* kc, bf16* vc, const int*
         long long rem = e % width;
         int kh = (int)(rem / d), c = (int)(rem % d);
         long long dst = (((long long)rows[t] * kv_heads + kh) * max_len + pos[t]) * d + c;
-        kc[dst] = f32_to_bf16(load(k, e));
-        vc[dst] = f32_to_bf16(load(v, e));
+        store(kc, dst, load(k, e));
+        store(vc, dst, load(v, e));
     }
 }
-#define KV_APPEND(NAME, T) \
-    extern "C" __global__ void NAME(const T* k, const T* v, bf16* kc, bf16* vc, const int* rows, const int* pos, \
+#define KV_APPEND(NAME, T, TC) \
+    extern "C" __global__ void NAME(const T* k, const T* v, TC* kc, TC* vc, const int* rows, const int* pos, \
                                     int n, int kv_heads, int d, int max_len) { \
         kv_append(k, v, kc, vc, rows, pos, n, kv_heads, d, max_len); \
     }
-KV_APPEND(kv_append_f32, float)
-KV_APPEND(kv_append_bf16, bf16)
+KV_APPEND(kv_append_f32_bf16, float, bf16)
+KV_APPEND(kv_append_bf16_bf16, bf16, bf16)
+KV_APPEND(kv_append_f32_f32, float, float)
 
 // out[i, h] = softmax(scale q[i, h] . keys) values, over the keys of two segments of the cache:
 // segs[6 i ..] = (row, first position, count) twice. The first is a shared prompt's row (count 0 when
 // there is none), the second the sequence's own positions. One block per (i, h), grid-stride; the
 // scores live in dynamic shared memory: d + max_keys floats.
-template <typename TQ, typename TO>
-__device__ void decode_attention(const TQ* q, const bf16* kc, const bf16* vc, TO* out, const int* segs, int n, int heads,
+template <typename TQ, typename TC, typename TO>
+__device__ void decode_attention(const TQ* q, const TC* kc, const TC* vc, TO* out, const int* segs, int n, int heads,
                                  int kv_heads, int d, int max_len, int max_keys, float scale) {
     float* qs = dynamic_shared<float>();
     float* sc = qs + d;
@@ -45,9 +47,9 @@ __device__ void decode_attention(const TQ* q, const bf16* kc, const bf16* vc, TO
         for (int j = warp; j < keys; j += warps) {
             int row = j < sg[2] ? sg[0] : sg[3];
             int p = j < sg[2] ? sg[1] + j : sg[4] + (j - sg[2]);
-            const bf16* kp = kc + (((long long)row * kv_heads + kh) * max_len + p) * d;
+            const TC* kp = kc + (((long long)row * kv_heads + kh) * max_len + p) * d;
             float dot = 0.0f;
-            for (int c = lane; c < d; c += 32) dot += qs[c] * bf16_to_f32(kp[c]);
+            for (int c = lane; c < d; c += 32) dot += qs[c] * load(kp, c);
             dot = warp_sum(dot);
             if (lane == 0) sc[j] = dot * scale;
         }
@@ -67,18 +69,19 @@ __device__ void decode_attention(const TQ* q, const bf16* kc, const bf16* vc, TO
             for (int j = 0; j < keys; j++) {
                 int row = j < sg[2] ? sg[0] : sg[3];
                 int p = j < sg[2] ? sg[1] + j : sg[4] + (j - sg[2]);
-                acc += sc[j] * inv * bf16_to_f32(vc[(((long long)row * kv_heads + kh) * max_len + p) * d + c]);
+                acc += sc[j] * inv * load(vc, (((long long)row * kv_heads + kh) * max_len + p) * d + c);
             }
             store(out, ((long long)i * heads + h) * d + c, acc);
         }
         __syncthreads();
     }
 }
-#define DECODE_ATTENTION(NAME, TQ, TO) \
-    extern "C" __global__ void NAME(const TQ* q, const bf16* kc, const bf16* vc, TO* out, const int* segs, int n, \
+#define DECODE_ATTENTION(NAME, TQ, TC, TO) \
+    extern "C" __global__ void NAME(const TQ* q, const TC* kc, const TC* vc, TO* out, const int* segs, int n, \
                                     int heads, int kv_heads, int d, int max_len, int max_keys, float scale) { \
         decode_attention(q, kc, vc, out, segs, n, heads, kv_heads, d, max_len, max_keys, scale); \
     }
-DECODE_ATTENTION(decode_attention_f32_f32, float, float)
-DECODE_ATTENTION(decode_attention_f32_bf16, float, bf16)
-DECODE_ATTENTION(decode_attention_bf16_bf16, bf16, bf16)
+DECODE_ATTENTION(decode_attention_f32_bf16_f32, float, bf16, float)
+DECODE_ATTENTION(decode_attention_f32_bf16_bf16, float, bf16, bf16)
+DECODE_ATTENTION(decode_attention_bf16_bf16_bf16, bf16, bf16, bf16)
+DECODE_ATTENTION(decode_attention_f32_f32_f32, float, float, float)

@@ -107,6 +107,34 @@ impl Gemm {
     }
 }
 
+/// The product `g` describes, on host memory, as cuBLASLt computes it with f32 compute: operands as
+/// stored (bf16 ones already widened exactly), each dot product summed in f32, `beta = 0` never
+/// reading the old output (it may be poison). The emulated device's stand-in for cuBLASLt.
+pub fn host_matmul(g: &Gemm, a: &[f32], b: &[f32], d: &mut [f32]) -> Result<(), String> {
+    g.validate()?;
+    let (ea, eb, ed) = g.extents();
+    if a.len() < ea || b.len() < eb || d.len() < ed {
+        return Err(format!("operands of {} / {} / {} elements for {g:?}", a.len(), b.len(), d.len()));
+    }
+    let bs = g.batch.unwrap_or(Batch { count: 1, stride_a: 0, stride_b: 0, stride_d: 0 });
+    for bi in 0..bs.count {
+        let (ao, bo, dof) = (bi * bs.stride_a, bi * bs.stride_b, bi * bs.stride_d);
+        for i in 0..g.m {
+            for j in 0..g.n {
+                let mut s = 0f32;
+                for l in 0..g.k {
+                    let av = if g.a.trans { a[ao + l * g.a.ld + i] } else { a[ao + i * g.a.ld + l] };
+                    let bv = if g.b.trans { b[bo + j * g.b.ld + l] } else { b[bo + l * g.b.ld + j] };
+                    s += av * bv;
+                }
+                let o = &mut d[dof + i * g.ld_d + j];
+                *o = if g.beta == 0.0 { g.alpha * s } else { g.alpha * s + g.beta * *o };
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +210,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_host_product_matches_the_column_major_reference_and_ignores_old_output_when_beta_is_zero() {
+        let (m, n, k) = (3, 5, 4);
+        let g = Gemm { m, n, k, a: Operand { trans: true, ld: m + 1 }, b: Operand { trans: false, ld: n }, ld_d: n, alpha: 2.0, beta: 0.0, batch: None };
+        let (ea, eb, ed) = g.extents();
+        let (a, b) = (vals(ea, 4), vals(eb, 5));
+        let mut want = vec![0.0; ed];
+        run_lt(&g.lt_call(), &b, &a, &mut want);
+        let mut got = vec![f32::NAN; ed];
+        let (af, bf): (Vec<f32>, Vec<f32>) = (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
+        host_matmul(&g, &af, &bf, &mut got).unwrap();
+        assert_eq!(got.iter().map(|&x| x as f64).collect::<Vec<_>>(), want);
+        let acc = Gemm { beta: 1.0, ..g };
+        host_matmul(&acc, &af, &bf, &mut got).unwrap();
+        assert_eq!(got.iter().map(|&x| x as f64).collect::<Vec<_>>(), want.iter().map(|x| 2.0 * x).collect::<Vec<_>>());
+        assert!(host_matmul(&g, &af[..ea - 1], &bf, &mut got).is_err());
     }
 
     #[test]

@@ -88,11 +88,13 @@ sources! {
         adamw: "ppppplfffffffp",
     }
     "decode.cu" => {
-        kv_append_f32: "ppppppiiii",
-        kv_append_bf16: "ppppppiiii",
-        decode_attention_f32_f32: "pppppiiiiiif",
-        decode_attention_f32_bf16: "pppppiiiiiif",
-        decode_attention_bf16_bf16: "pppppiiiiiif",
+        kv_append_f32_bf16: "ppppppiiii",
+        kv_append_bf16_bf16: "ppppppiiii",
+        kv_append_f32_f32: "ppppppiiii",
+        decode_attention_f32_bf16_f32: "pppppiiiiiif",
+        decode_attention_f32_bf16_bf16: "pppppiiiiiif",
+        decode_attention_bf16_bf16_bf16: "pppppiiiiiif",
+        decode_attention_f32_f32_f32: "pppppiiiiiif",
     }
     "sample.cu" => {
         sample_rows: "pppppiifdii",

@@ -13,13 +13,21 @@
 //!   the host-built tables some kernels read.
 //! - `gemm`: row-major products as cuBLASLt's column-major calls. `plan`: the device memory a run
 //!   needs, printed at start. `nvrtc_lib`: NVRTC from the PyPI wheel where no toolkit is installed.
-//! - `cuda` (feature `cuda`): device, stream, module cache and cuBLASLt products over cudarc 0.19
+//! - `backend`: `cppo_kernels::Backend` built from those launches and products, generic over the
+//!   device side (`backend::DeviceSide`), so the same code runs on a GPU and, in `cargo test`, under
+//!   the emulation with host products. `conformance`: every backend op against the CPU backend on
+//!   fresh random inputs (the emulated tests run it; `cppo selftest --device cuda` runs it on a GPU).
+//!   `tape_bench`: the decoder's update timed on a backend (`cppo selftest --bench`).
+//! - `cuda` (feature `cuda`): device, stream, module cache and cuBLASLt products over cudarc 0.19,
+//!   the backend's device side (`cuda::CudaSide`) and the self-test (`cuda::selftest`)
 //!   (dynamic loading: builds with no CUDA present). Never run on a GPU yet.
 //!
 //! Precision: weights for products in bf16, master weights, moments and gradients in f32; kernels
 //! compute in f32 (f64 where the CPU op does) and read or write f32 or bf16 as instantiated.
 
+pub mod backend;
 pub mod buf;
+pub mod conformance;
 pub mod error;
 pub mod gemm;
 pub mod geometry;
@@ -29,6 +37,7 @@ pub mod launch;
 pub mod nvrtc_lib;
 pub mod ops;
 pub mod plan;
+pub mod tape_bench;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

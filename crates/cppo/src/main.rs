@@ -20,6 +20,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Every operation of a device's backend against the CPU backend on fresh random inputs; prints
+    /// `N passed, N failed` last and exits non-zero when any check fails. Needs a build with
+    /// `--features cuda`.
+    Selftest {
+        /// `cuda` or `cuda:N`.
+        #[arg(long)]
+        device: String,
+        /// Replays a run's inputs (its report prints the seed); fresh by default.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Also time the decoder's update on a random model with this config.json's shapes.
+        #[arg(long)]
+        bench: Option<PathBuf>,
+    },
     /// Train SmolLM2-135M-Instruct with CPPO on small additions (about ten minutes on 2 cores) and report
     /// held-out accuracy before and after.
     Quickstart {
@@ -295,6 +309,7 @@ fn main() -> anyhow::Result<()> {
             let mut out = stdout.lock();
             commands::generate::print(&results, g.json, &mut out)?;
         }
+        Command::Selftest { device, seed, bench } => selftest(&device, seed, bench.as_deref())?,
         Command::Convert { gguf, out } => {
             cppo_io::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
             eprintln!("wrote {}", out.display());
@@ -314,6 +329,21 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(feature = "cuda")]
+fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let report = cppo_cuda::cuda::selftest::run(device, seed, bench)?;
+    println!("{report}");
+    if report.failed() > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn selftest(device: &str, _seed: Option<u64>, _bench: Option<&std::path::Path>) -> anyhow::Result<()> {
+    bail!("selftest --device {device}: this cppo was built without CUDA; build it with `cargo build --release -p cppo --features cuda`")
 }
 
 fn report_training(s: &commands::train::TrainSummary) {

@@ -58,15 +58,28 @@ fn layout(dtype: sys::cudaDataType, l: &Layout, batch: i32) -> Result<Guard<sys:
 struct Key {
     call: [i64; 12],
     types: (u32, u32),
+    /// The alignment of cuBLASLt's A (our b), B (our a) and D (our d), which the algorithm was chosen for.
+    align: [u32; 3],
+}
+
+/// The largest power of two (up to 256, cuBLASLt's default assumption) dividing a device address: the
+/// backend passes sub-buffers (a vocabulary chunk of the head, a head's scores), whose alignment the
+/// algorithm heuristic must be told or it may pick a kernel needing more.
+fn alignment(addr: u64) -> u32 {
+    if addr == 0 {
+        return 256;
+    }
+    (1u64 << addr.trailing_zeros().min(8)) as u32
 }
 
 impl Key {
-    fn new(c: &LtCall, ab: DType, d: DType) -> Key {
+    fn new(c: &LtCall, ab: DType, d: DType, align: [u32; 3]) -> Key {
         let l = |x: &Layout| [x.rows as i64, x.cols as i64, x.ld];
         let (x, y, dd) = (l(&c.x), l(&c.y), l(&c.d));
         Key {
             call: [x[0], x[1], x[2], y[0], y[1], y[2], dd[0], dd[1], dd[2], c.batch_count as i64, c.trans_x as i64, c.trans_y as i64],
             types: (ab as u32, d as u32),
+            align,
         }
     }
 }
@@ -105,17 +118,24 @@ impl Blas {
             lt::set_matmul_desc_attribute(desc.0, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB, &ty as *const i32 as *const c_void, 4).map_err(|e| blas_err("transb", e))?;
         }
         let (xl, yl, dl) = (layout(tab, &c.x, c.batch_count)?, layout(tab, &c.y, c.batch_count)?, layout(td, &c.d, c.batch_count)?);
-        let key = Key::new(&c, a.dtype, d.dtype);
+        let align = [alignment(b.addr), alignment(a.addr), alignment(d.addr)];
+        let key = Key::new(&c, a.dtype, d.dtype, align);
         let algo = match self.algos.get(&key) {
             Some(a) => *a,
             None => {
                 let pref = lt::create_matmul_pref().map_err(|e| blas_err("preference", e))?;
                 let pref = Guard(pref, lt::destroy_matmul_pref as unsafe fn(_) -> _);
                 let ws = WORKSPACE_BYTES;
-                // SAFETY: a size_t attribute, alive for the call; every handle is live (guards).
+                // SAFETY: a size_t attribute and uint32 alignments, alive for the call; every handle
+                // is live (guards).
                 let h = unsafe {
                     lt::set_matmul_pref_attribute(pref.0, sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws as *const usize as *const c_void, std::mem::size_of::<usize>())
                         .map_err(|e| blas_err("workspace preference", e))?;
+                    use sys::cublasLtMatmulPreferenceAttributes_t as P;
+                    let (ca, cb, cd) = (align[0], align[1], align[2]);
+                    for (attr, v) in [(P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &ca), (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &cb), (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &cd), (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &cd)] {
+                        lt::set_matmul_pref_attribute(pref.0, attr, v as *const u32 as *const c_void, 4).map_err(|e| blas_err("alignment preference", e))?;
+                    }
                     lt::get_matmul_algo_heuristic(self.handle, desc.0, xl.0, yl.0, dl.0, dl.0, pref.0).map_err(|e| blas_err(&format!("no algorithm for {g:?}"), e))?
                 };
                 self.algos.insert(key, h.algo);
@@ -155,5 +175,18 @@ impl Drop for Blas {
         // SAFETY: the handle is ours and destroyed once; queued work finishes first.
         let _ = self.stream.synchronize();
         let _ = unsafe { lt::destroy_handle(self.handle) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alignment;
+
+    #[test]
+    fn alignments_are_the_largest_power_of_two_dividing_the_address_up_to_256() {
+        assert_eq!(alignment(0x7f00_0000_0000), 256);
+        assert_eq!(alignment(0x7f00_0000_0004), 4);
+        assert_eq!(alignment(0x7f00_0000_0010), 16);
+        assert_eq!(alignment(0x7f00_0000_0102), 2);
     }
 }

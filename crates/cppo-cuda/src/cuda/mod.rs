@@ -6,6 +6,9 @@
 pub mod blas;
 pub mod device;
 pub mod module;
+pub mod selftest;
+pub mod side;
 
 pub use blas::Blas;
 pub use device::{Device, DeviceBuffer};
+pub use side::CudaSide;

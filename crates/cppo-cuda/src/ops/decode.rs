@@ -1,13 +1,15 @@
-//! The bf16 key/value cache of rollouts: appending a step's keys and values, and the attention of one
+//! The key/value cache of rollouts (bf16 on the device's rollout path; f32 where the `Backend`
+//! trait's cache is the backend's f32 buffer): appending a step's keys and values, and the attention of one
 //! query row per sequence over a shared prompt's keys and its own.
 
 use super::{int, name, FLOAT, I32};
-use crate::buf::{Buf, DType};
+use crate::buf::Buf;
 use crate::error::{Error, Result};
 use crate::geometry::Tune;
 use crate::launch::{launch, Arg, Launcher};
 
-/// One layer's cache: (rows, kv_heads, max_len, head_dim) bf16 for keys, and the same for values.
+/// One layer's cache: (rows, kv_heads, max_len, head_dim) for keys, and the same for values; both
+/// bf16 or both f32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheShape {
     pub rows: usize,
@@ -22,8 +24,8 @@ impl CacheShape {
     }
 
     fn check(&self, op: &'static str, kc: Buf, vc: Buf) -> Result<()> {
-        kc.need(op, "key cache", &[DType::Bf16], self.elements())?;
-        vc.need(op, "value cache", &[DType::Bf16], self.elements())?;
+        kc.need(op, "key cache", FLOAT, self.elements())?;
+        vc.need(op, "value cache", &[kc.dtype], self.elements())?;
         int(op, "cache elements", self.elements()).map(|_| ())
     }
 }
@@ -55,7 +57,7 @@ pub fn append(l: &mut dyn Launcher, t: &Tune, c: &CacheShape, k: Buf, v: Buf, kc
         Arg::I32(c.head_dim as i32),
         Arg::I32(c.max_len as i32),
     ];
-    launch(l, &name(OP, &[k]), t.flat(n * width), &args)
+    launch(l, &name(OP, &[k, kc]), t.flat(n * width), &args)
 }
 
 /// Positions `start .. start + len` of cache row `row`.
@@ -126,5 +128,5 @@ pub fn attention(l: &mut dyn Launcher, t: &Tune, c: &CacheShape, heads: usize, q
         Arg::I32(int(OP, "keys", max_keys)?),
         Arg::F32(scale),
     ];
-    launch(l, &name(OP, &[q, out]), cfg, &args)
+    launch(l, &name(OP, &[q, kc, out]), cfg, &args)
 }

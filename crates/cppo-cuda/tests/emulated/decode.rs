@@ -1,5 +1,6 @@
-//! The bf16 cache and the decode-time attention against a plain softmax attention over the same
-//! (bf16-rounded) keys and values, with prompts shared between rows and without.
+//! The cache (bf16, and f32 as the `Backend` trait keeps it) and the decode-time attention against a
+//! plain softmax attention over the same (stored) keys and values, with prompts shared between rows
+//! and without.
 
 use cppo_cuda::ops::decode::{self, CacheShape, Keys, Segment};
 use cppo_cuda::DType::{Bf16, F32};
@@ -18,11 +19,11 @@ fn appended_keys_land_where_the_cpu_cache_keeps_them() {
     let k0 = uniform(&mut r, slots.len() * width, -1.0, 1.0);
     let v0 = uniform(&mut r, slots.len() * width, -1.0, 1.0);
     for t in tunes() {
-        for kd in [F32, Bf16] {
+        for (kd, cd) in [(F32, Bf16), (Bf16, Bf16), (F32, F32)] {
             let mut emu = Emu::new();
             let (k, v) = (upload(&mut emu, &k0, kd), upload(&mut emu, &v0, kd));
-            let kc = emu.upload(&vec![bf16::ZERO; c.elements()]);
-            let vc = emu.upload(&vec![bf16::ZERO; c.elements()]);
+            let kc = upload(&mut emu, &vec![0.0; c.elements()], cd);
+            let vc = upload(&mut emu, &vec![0.0; c.elements()], cd);
             let rows = emu.upload(&slots.iter().map(|s| s.0 as i32).collect::<Vec<_>>());
             let pos = emu.upload(&slots.iter().map(|s| s.1 as i32).collect::<Vec<_>>());
             decode::append(&mut emu, &t, &c, k, v, kc, vc, rows, pos, &slots).unwrap();
@@ -32,8 +33,10 @@ fn appended_keys_land_where_the_cpu_cache_keeps_them() {
                 for kh in 0..c.kv_heads {
                     for e in 0..c.head_dim {
                         let dst = ((row * c.kv_heads + kh) * c.max_len + p) * c.head_dim + e;
-                        wk[dst] = bf16::from_f32(k0[ti * width + kh * c.head_dim + e]).to_f32();
-                        wv[dst] = bf16::from_f32(v0[ti * width + kh * c.head_dim + e]).to_f32();
+                        // A bf16 input or a bf16 cache rounds once; f32 into f32 is exact.
+                        let round = |x: f32| if kd == Bf16 || cd == Bf16 { bf16::from_f32(x).to_f32() } else { x };
+                        wk[dst] = round(k0[ti * width + kh * c.head_dim + e]);
+                        wv[dst] = round(v0[ti * width + kh * c.head_dim + e]);
                     }
                 }
             }
@@ -51,8 +54,8 @@ fn decode_attention_matches_softmax_attention_over_shared_and_own_keys() {
     let heads = 6;
     let d = c.head_dim;
     let scale = 1.0 / (d as f32).sqrt();
-    let kc0 = as_stored(&uniform(&mut r, c.elements(), -1.5, 1.5), Bf16);
-    let vc0 = as_stored(&uniform(&mut r, c.elements(), -1.0, 1.0), Bf16);
+    let kc_raw = uniform(&mut r, c.elements(), -1.5, 1.5);
+    let vc_raw = uniform(&mut r, c.elements(), -1.0, 1.0);
     // Row 0 holds a prompt of 7 positions shared by rows 1 and 2 (their own keys from position 0);
     // row 3 is a sequence of its own, whole in its row.
     let keys = [
@@ -65,8 +68,9 @@ fn decode_attention_matches_softmax_attention_over_shared_and_own_keys() {
     let q0 = uniform(&mut r, n * heads * d, -1.5, 1.5);
     let at = |row: usize, kh: usize, p: usize| ((row * c.kv_heads + kh) * c.max_len + p) * d;
     for t in tunes() {
-        for (qd, od) in [(F32, F32), (F32, Bf16), (Bf16, Bf16)] {
+        for (qd, cd, od) in [(F32, Bf16, F32), (F32, Bf16, Bf16), (Bf16, Bf16, Bf16), (F32, F32, F32)] {
             let qs = as_stored(&q0, qd);
+            let (kc0, vc0) = (as_stored(&kc_raw, cd), as_stored(&vc_raw, cd));
             let mut want = vec![0f64; n * heads * d];
             for (i, k) in keys.iter().enumerate() {
                 for h in 0..heads {
@@ -85,12 +89,12 @@ fn decode_attention_matches_softmax_attention_over_shared_and_own_keys() {
             }
             let mut emu = Emu::new();
             let q = upload(&mut emu, &q0, qd);
-            let kc = upload(&mut emu, &kc0, Bf16);
-            let vc = upload(&mut emu, &vc0, Bf16);
+            let kc = upload(&mut emu, &kc0, cd);
+            let vc = upload(&mut emu, &vc0, cd);
             let segs = emu.upload(&decode::segment_table(&keys));
             let out = emu.alloc(od, n * heads * d);
             decode::attention(&mut emu, &t, &c, heads, q, kc, vc, out, segs, &keys, scale).unwrap();
-            assert_close(&format!("decode attention {qd:?}->{od:?} {t:?}"), &read_f32(&emu, out), &want, store_rel(od), 2e-6);
+            assert_close(&format!("decode attention {qd:?} over {cd:?} -> {od:?} {t:?}"), &read_f32(&emu, out), &want, store_rel(od), 2e-6);
         }
     }
 }

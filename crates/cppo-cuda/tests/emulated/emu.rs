@@ -257,9 +257,13 @@ impl Emu {
     /// The contents of `b` (which may be a slice of an allocation).
     pub fn read<T: Elem>(&self, b: Buf) -> Vec<T> {
         assert_eq!(b.dtype, T::DTYPE, "reading a {:?} buffer", b.dtype);
-        let n = T::DTYPE.size();
+        self.raw(b, T::DTYPE.size()).chunks_exact(T::DTYPE.size()).map(T::read).collect()
+    }
+
+    /// The bytes of `b`'s elements, each `n` bytes.
+    fn raw(&self, b: Buf, n: usize) -> Vec<u8> {
         let end = b.addr + (b.len * n) as u64;
-        let (bytes, off): (Vec<u8>, usize) = match &self.target {
+        match &self.target {
             Target::Cpu(allocs) => {
                 let a = allocs
                     .iter()
@@ -268,7 +272,8 @@ impl Emu {
                         b.addr >= start && end <= start + a.bytes as u64
                     })
                     .expect("a buffer of this device");
-                (a.mem.clone(), (b.addr - a.mem.as_ptr() as u64) as usize)
+                let off = (b.addr - a.mem.as_ptr() as u64) as usize;
+                a.mem[off..off + b.len * n].to_vec()
             }
             #[cfg(feature = "cuda")]
             Target::Gpu(dev, bufs) => {
@@ -279,10 +284,36 @@ impl Emu {
                         b.addr >= s.addr && end <= s.addr + (s.len * s.dtype.size()) as u64
                     })
                     .expect("a buffer of this device");
-                (dev.download_bytes(d).expect("device read"), (b.addr - d.buf().addr) as usize)
+                let off = (b.addr - d.buf().addr) as usize;
+                dev.download_bytes(d).expect("device read")[off..off + b.len * n].to_vec()
             }
-        };
-        (0..b.len).map(|i| T::read(&bytes[off + i * n..off + (i + 1) * n])).collect()
+        }
+    }
+
+    /// The bytes of `b` (which may be a slice of an allocation).
+    pub fn read_bytes(&self, b: Buf) -> Vec<u8> {
+        self.raw(b, b.dtype.size())
+    }
+
+    /// Overwrites `b` (which may be a slice of an allocation) with `bytes`.
+    pub fn write_bytes(&mut self, b: Buf, bytes: &[u8]) {
+        let n = b.len * b.dtype.size();
+        assert_eq!(bytes.len(), n, "{} bytes for {b:?}", bytes.len());
+        match &mut self.target {
+            Target::Cpu(allocs) => {
+                let a = allocs
+                    .iter_mut()
+                    .find(|a| {
+                        let start = a.mem.as_ptr() as u64 + GUARD as u64;
+                        b.addr >= start && b.addr + n as u64 <= start + a.bytes as u64
+                    })
+                    .expect("a buffer of this device");
+                let off = (b.addr - a.mem.as_ptr() as u64) as usize;
+                a.mem[off..off + n].copy_from_slice(bytes);
+            }
+            #[cfg(feature = "cuda")]
+            Target::Gpu(..) => panic!("the emulated backend's device side runs on the CPU target only"),
+        }
     }
 
     fn check_guards(&self, kernel: &'static str) -> Result<()> {

@@ -15,3 +15,5 @@ mod logprob;
 mod adamw;
 mod decode;
 mod sample;
+mod backend;
+mod decoder;

@@ -10,6 +10,7 @@ mod error;
 mod generate;
 mod index;
 mod infer;
+mod on_backend;
 mod random;
 mod tape;
 mod train;
@@ -22,6 +23,7 @@ use cppo_io::params::ParamSpec;
 
 pub use error::{DecoderError, Result};
 pub use generate::RolloutWeights;
+pub use on_backend::{BackendWeights, DeviceTapeRun, TapeRun};
 pub use random::{random_weights, RandomInit};
 pub use train::CompletionLogProbs;
 

@@ -93,7 +93,9 @@ impl Decoder {
         self.grouped_with(groups, false)
     }
 
-    fn grouped_with(&self, groups: &[(&[u32], &[&[u32]])], grad: bool) -> Result<CompletionLogProbs> {
+    /// The packed rows of `groups` (each prompt once, then its completions fed but their last token),
+    /// their attention layout, what to score, and the output mask.
+    pub(crate) fn grouped_inputs(&self, groups: &[(&[u32], &[&[u32]])]) -> Result<(Vec<u32>, AttnLayout, Gather, Vec<f64>)> {
         for (prompt, completions) in groups {
             if prompt.is_empty() {
                 return Err(DecoderError::BadInput("completion_logprobs: the prompt is empty".into()));
@@ -127,6 +129,11 @@ impl Decoder {
                 j += 1;
             }
         }
+        Ok((tokens, layout, gather, mask))
+    }
+
+    fn grouped_with(&self, groups: &[(&[u32], &[&[u32]])], grad: bool) -> Result<CompletionLogProbs> {
+        let (tokens, layout, gather, mask) = self.grouped_inputs(groups)?;
         let out = self.score(&tokens, layout, gather, mask, grad)?;
         for (_, completions) in groups {
             self.count_scored(completions);

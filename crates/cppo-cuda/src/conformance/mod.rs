@@ -1,0 +1,365 @@
+//! Every operation of a `Backend` against the CPU backend (`cppo_kernels::cpu::Cpu<f32>`) on fresh
+//! random inputs and odd shapes, outputs poisoned with NaN first where the operation overwrites
+//! them, within bounds suited to the precision (exact for copies, about f32 rounding for f32
+//! arithmetic, 1e-2 relative where products round their operands to bf16), then three policy updates
+//! of a small random decoder (two GRPO steps, one CPPO step) on both. The emulated tests run it
+//! on the CUDA backend over the CPU emulation; `cppo selftest --device cuda` runs it on a GPU.
+
+mod compare;
+mod steps;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use cppo_kernels::attention::{AttnLayout, Attention};
+use cppo_kernels::backend::{AdamWStep, Backend, CacheLayout, CachedQuery, Product};
+use cppo_kernels::cpu::Cpu;
+use cppo_kernels::logprob::Gather;
+use cppo_kernels::rope::RopeTable;
+use cppo_kernels::Precision;
+
+pub use compare::{compare, Check, Report, Rng};
+
+/// f32 arithmetic in another order (sums of a few hundred terms).
+const F32: f64 = 2e-5;
+/// Transcendentals (exp, rsqrt) that may be approximated differently, and softmax chains.
+const F32_MATH: f64 = 2e-4;
+/// Products of bf16-rounded operands (the CPU may not round where its CPU lacks AVX512-BF16).
+const BF16: f64 = 1e-2;
+
+type Section<B> = fn(&B, &Cpu<f32>, &mut Rng, &mut Report);
+
+/// Runs every section; a section that panics is one failed check naming it (the others still run).
+pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
+    let cpu = Cpu::<f32>::new();
+    let mut report = Report { backend: b.name().to_string(), seed, checks: Vec::new(), notes: Vec::new() };
+    let mut rng = Rng::new(seed);
+    let sections: [(&str, Section<B>); 10] = [
+        ("memory", memory::<B>),
+        ("embedding", embedding::<B>),
+        ("rms_norm", rms_norm::<B>),
+        ("linear", linear::<B>),
+        ("attention", attention::<B>),
+        ("swiglu", swiglu::<B>),
+        ("logprobs", logprobs::<B>),
+        ("generation", generation::<B>),
+        ("adamw", adamw::<B>),
+        ("decoder steps", steps::decoder_steps::<B>),
+    ];
+    for (name, f) in sections {
+        let r = catch_unwind(AssertUnwindSafe(|| f(b, &cpu, &mut rng, &mut report)));
+        if let Err(e) = r {
+            let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            report.record(name, false, format!("panicked: {msg}"));
+        }
+    }
+    report
+}
+
+/// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).
+pub const CHECKS: usize = 66;
+
+fn down<B: Backend<T = f32>>(b: &B, x: &B::Buf) -> Vec<f32> {
+    b.download(b.view(x))
+}
+
+fn nan(n: usize) -> Vec<f32> {
+    vec![f32::NAN; n]
+}
+
+fn precisions() -> [(Precision, f64, &'static str); 2] {
+    [(Precision::F32, F32, "f32"), (Precision::Bf16, BF16, "bf16")]
+}
+
+fn memory<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let n = g.range(37, 400);
+    let x = g.values(n, 3.0);
+    let bx = b.upload(&x);
+    r.compare("upload, download", &down(b, &bx), &x, 0.0);
+    r.compare("zeros", &down(b, &b.zeros(n)), &vec![0.0; n], 0.0);
+    let (s, e) = (g.range(0, n / 3), g.range(n / 2, n));
+    let mut dst = b.upload(&nan(n));
+    b.copy(b.slice(b.view(&bx), s..e), b.slice_mut(b.view_mut(&mut dst), 1..1 + e - s));
+    let mut want = nan(n);
+    want[1..1 + e - s].copy_from_slice(&x[s..e]);
+    r.compare("slice, copy into a slice", &down(b, &dst)[1..1 + e - s], &want[1..1 + e - s], 0.0);
+    r.compare("duplicate", &down(b, &b.duplicate(b.view(&bx))), &x, 0.0);
+    let y = g.values(n, 2.0);
+    let (mut by, mut cy) = (b.upload(&y), y.clone());
+    b.add_into(b.view_mut(&mut by), b.view(&bx));
+    c.add_into(&mut cy, &x);
+    r.compare("add_into", &down(b, &by), &cy, 0.0);
+    let (got, want) = (b.sum_squares(b.view(&bx)), c.sum_squares(&x));
+    r.compare("sum_squares", &[got as f32], &[want as f32], 1e-6);
+}
+
+fn embedding<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let (vocab, width, n) = (g.range(11, 60), g.range(5, 90), g.range(3, 40));
+    let table = g.values(vocab * width, 1.0);
+    // Half the tokens from a few ids, so the backward pass adds several rows into one.
+    let tokens: Vec<u32> = (0..n).map(|i| if i % 2 == 0 { g.range(0, 3) } else { g.range(0, vocab) } as u32).collect();
+    let bt = b.upload(&table);
+    r.compare("embed", &down(b, &b.embed(b.view(&bt), width, &tokens)), &c.embed(&table, width, &tokens), 0.0);
+    let dx = g.values(n * width, 1.0);
+    let d0 = g.values(vocab * width, 1.0);
+    let (mut bd, mut cd) = (b.upload(&d0), d0.clone());
+    let bdx = b.upload(&dx);
+    b.embed_backward(b.view_mut(&mut bd), width, &tokens, b.view(&bdx));
+    c.embed_backward(&mut cd, width, &tokens, &dx);
+    r.compare("embed_backward (repeated tokens)", &down(b, &bd), &cd, F32);
+}
+
+fn rms_norm<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let (rows, d) = (g.range(1, 24), g.range(3, 400));
+    let x = g.values(rows * d, 2.0);
+    let w: Vec<f32> = g.values(d, 0.5).iter().map(|v| v + 1.0).collect();
+    let eps = 1e-6;
+    let (bx, bw) = (b.upload(&x), b.upload(&w));
+    r.compare("rms_norm", &down(b, &b.rms_norm(b.view(&bx), b.view(&bw), eps)), &c.rms_norm(&x, &w, eps), F32_MATH);
+    let dy = g.values(rows * d, 1.0);
+    let bdy = b.upload(&dy);
+    for accumulate in [false, true] {
+        let d0 = if accumulate { g.values(rows * d, 1.0) } else { nan(rows * d) };
+        let (mut bdx, mut cdx) = (b.upload(&d0), d0.clone());
+        let bdw = b.rms_norm_backward(b.view(&bx), b.view(&bw), b.view(&bdy), eps, b.view_mut(&mut bdx), accumulate);
+        let cdw = c.rms_norm_backward(&x, &w, &dy, eps, &mut cdx, accumulate);
+        let how = if accumulate { "added to" } else { "overwritten" };
+        r.compare(&format!("rms_norm_backward dx ({how})"), &down(b, &bdx), &cdx, F32_MATH);
+        r.compare(&format!("rms_norm_backward dw (dx {how})"), &down(b, &bdw), &cdw, F32_MATH);
+    }
+}
+
+fn linear<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let (n, din, dout) = (g.range(1, 30), g.range(3, 150), g.range(3, 120));
+    let x = g.values(n * din, 1.0);
+    let w = g.values(dout * din, 0.3);
+    let bias = g.values(dout, 1.0);
+    let (bx, bw, bb) = (b.upload(&x), b.upload(&w), b.upload(&bias));
+    let gy = g.values(n * dout, 1.0);
+    let bg = b.upload(&gy);
+    for (p, rel, pn) in precisions() {
+        let (mut by, mut cy) = (b.upload(&nan(n * dout)), nan(n * dout));
+        b.linear(b.view(&bx), b.view(&bw), Some(b.view(&bb)), din, dout, b.view_mut(&mut by), false, p);
+        c.linear(&x, &w, Some(&bias), din, dout, &mut cy, false, p);
+        r.compare(&format!("linear {pn}, bias"), &down(b, &by), &cy, rel);
+        let y0 = g.values(n * dout, 1.0);
+        let (mut by, mut cy) = (b.upload(&y0), y0.clone());
+        b.linear(b.view(&bx), b.view(&bw), None, din, dout, b.view_mut(&mut by), true, p);
+        c.linear(&x, &w, None, din, dout, &mut cy, true, p);
+        r.compare(&format!("linear {pn}, added to y"), &down(b, &by), &cy, rel);
+        for add in [false, true] {
+            let d0 = if add { g.values(n * din, 1.0) } else { nan(n * din) };
+            let (mut bdx, mut cdx) = (b.upload(&d0), d0.clone());
+            b.linear_grad_input(b.view_mut(&mut bdx), b.view(&bg), b.view(&bw), din, dout, add, p);
+            c.linear_grad_input(&mut cdx, &gy, &w, din, dout, add, p);
+            r.compare(&format!("linear_grad_input {pn}{}", if add { ", added to" } else { "" }), &down(b, &bdx), &cdx, rel);
+        }
+        let bgw = b.linear_grad_weight(b.view(&bg), b.view(&bx), din, dout, p);
+        r.compare(&format!("linear_grad_weight {pn}"), &down(b, &bgw), &c.linear_grad_weight(&gy, &x, din, dout, p), rel);
+    }
+    r.compare("linear_grad_bias", &down(b, &b.linear_grad_bias(b.view(&bg), dout)), &c.linear_grad_bias(&gy, dout), F32);
+    // The generation path: one weight from its bf16 copy, one with a bias, one added to its output.
+    let (d2, d3) = (g.range(3, 60), g.range(3, 60));
+    let (w2, w3, b2) = (g.values(d2 * din, 0.3), g.values(d3 * din, 0.3), g.values(d2, 1.0));
+    let y3 = g.values(n * d3, 1.0);
+    let (bw2, bw3, bb2) = (b.upload(&w2), b.upload(&w3), b.upload(&b2));
+    let half = b.to_half(b.view(&bw));
+    let (mut o1, mut o2, mut o3) = (b.upload(&nan(n * dout)), b.upload(&nan(n * d2)), b.upload(&y3));
+    {
+        let mut outs = [
+            Product { w: b.view(&bw), half: Some(&half), bias: None, dout, y: b.view_mut(&mut o1), add: false },
+            Product { w: b.view(&bw2), half: None, bias: Some(b.view(&bb2)), dout: d2, y: b.view_mut(&mut o2), add: false },
+            Product { w: b.view(&bw3), half: None, bias: None, dout: d3, y: b.view_mut(&mut o3), add: true },
+        ];
+        b.project(b.view(&bx), n, din, &mut outs);
+    }
+    let chalf = c.to_half(&w);
+    let (mut c1, mut c2, mut c3) = (nan(n * dout), nan(n * d2), y3.clone());
+    {
+        let mut outs = [
+            Product::<Cpu<f32>> { w: &w, half: Some(&chalf), bias: None, dout, y: &mut c1, add: false },
+            Product::<Cpu<f32>> { w: &w2, half: None, bias: Some(&b2), dout: d2, y: &mut c2, add: false },
+            Product::<Cpu<f32>> { w: &w3, half: None, bias: None, dout: d3, y: &mut c3, add: true },
+        ];
+        c.project(&x, n, din, &mut outs);
+    }
+    r.compare("project from a bf16 copy (to_half)", &down(b, &o1), &c1, BF16);
+    r.compare("project with a bias", &down(b, &o2), &c2, F32);
+    r.compare("project added to y", &down(b, &o3), &c3, F32);
+}
+
+/// Inverse frequencies as Qwen's (theta 10^6) for a head of `d`.
+fn rope_table(d: usize, positions: usize) -> RopeTable {
+    let inv: Vec<f32> = (0..d / 2).map(|i| 1e6f64.powf(-(2.0 * i as f64) / d as f64) as f32).collect();
+    RopeTable::new(&inv, positions).expect("a rope table")
+}
+
+fn attention<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let (kv_heads, group, d) = (g.range(1, 3), g.range(1, 4), 2 * g.range(2, 9));
+    let heads = kv_heads * group;
+    // Two questions: a prompt and its completions (one of them empty), then a question of one.
+    let (p1, p2) = (g.range(1, 9), g.range(1, 6));
+    let l1 = [g.range(1, 8), 0, g.range(1, 5), g.range(1, 9)];
+    let l2 = [g.range(1, 7)];
+    let layout = AttnLayout::shared_prefixes(&[(p1, &l1), (p2, &l2)]);
+    let rows = layout.rows;
+    let max_pos = layout.positions.iter().max().map_or(1, |p| p + 1);
+    let a = Attention { layout: Arc::new(layout), rope: Arc::new(rope_table(d, max_pos + 3)), heads, kv_heads, head_dim: d };
+    let q = g.values(rows * heads * d, 1.5);
+    let k = g.values(rows * kv_heads * d, 1.5);
+    let v = g.values(rows * kv_heads * d, 1.0);
+    let dout = g.values(rows * heads * d, 1.0);
+    let (bq, bk, bv, bo) = (b.upload(&q), b.upload(&k), b.upload(&v), b.upload(&dout));
+    let shape = format!("{rows} rows, {heads} heads over {kv_heads}, d {d}");
+    r.compare(&format!("attention ({shape})"), &down(b, &b.attention(&a, b.view(&bq), b.view(&bk), b.view(&bv))), &c.attention(&a, &q, &k, &v), F32_MATH);
+    let (dq, dk, dv) = b.attention_backward(&a, b.view(&bq), b.view(&bk), b.view(&bv), b.view(&bo));
+    let (cq, ck, cv) = c.attention_backward(&a, &q, &k, &v, &dout);
+    r.compare("attention_backward dq", &down(b, &dq), &cq, F32_MATH);
+    r.compare("attention_backward dk", &down(b, &dk), &ck, F32_MATH);
+    r.compare("attention_backward dv", &down(b, &dv), &cv, F32_MATH);
+}
+
+fn swiglu<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let n = g.range(33, 700);
+    let (gate, up, dy) = (g.values(n, 4.0), g.values(n, 2.0), g.values(n, 1.0));
+    let (bg, bu, bd) = (b.upload(&gate), b.upload(&up), b.upload(&dy));
+    r.compare("swiglu", &down(b, &b.swiglu(b.view(&bg), b.view(&bu))), &c.swiglu(&gate, &up), F32_MATH);
+    let (dg, du) = b.swiglu_backward(b.view(&bg), b.view(&bu), b.view(&bd));
+    let (cg, cu) = c.swiglu_backward(&gate, &up, &dy);
+    r.compare("swiglu_backward dgate", &down(b, &dg), &cg, F32_MATH);
+    r.compare("swiglu_backward dup", &down(b, &du), &cu, F32_MATH);
+}
+
+fn logprobs<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let (rows, width, vocab) = (g.range(4, 12), g.range(5, 48), g.range(60, 260));
+    let h = g.values(rows * width, 1.0);
+    let head = g.values(vocab * width, 0.5);
+    // A row scored twice, output slots out of order with gaps (zeros there).
+    let slots = g.range(3, rows + 1);
+    let mut grows: Vec<usize> = (0..slots).map(|_| g.range(0, rows)).collect();
+    grows[0] = grows[slots - 1];
+    let out_len = slots + 3;
+    let out_index: Vec<usize> = (0..slots).map(|s| (s * 5 + 2) % out_len).collect::<Vec<_>>();
+    let mut seen = vec![false; out_len];
+    let out_index: Vec<usize> = out_index
+        .into_iter()
+        .map(|mut o| {
+            while seen[o] {
+                o = (o + 1) % out_len;
+            }
+            seen[o] = true;
+            o
+        })
+        .collect();
+    let gather = Gather {
+        rows: grows,
+        targets: (0..slots).map(|_| g.range(0, vocab) as u32).collect(),
+        out_index,
+        out_shape: vec![out_len],
+        chunk_cols: g.range(9, 50),
+    };
+    let (bh, bhead) = (b.upload(&h), b.upload(&head));
+    let dlogp = g.values(out_len, 1.0);
+    for ((p, rel, pn), keep) in precisions().into_iter().zip([true, false]) {
+        let rel = rel.max(F32_MATH);
+        let what = format!("{pn}, {} chunks{}", vocab.div_ceil(gather.chunk_cols), if keep { ", logits kept" } else { "" });
+        let bs = b.logprobs(&gather, b.view(&bh), b.view(&bhead), vocab, width, keep, p);
+        let cs = c.logprobs(&gather, &h, &head, vocab, width, keep, p);
+        r.compare(&format!("logprobs ({what})"), &bs.out, &cs.out, rel);
+        let (be, ce): (Vec<f32>, Vec<f32>) = (bs.entropy.iter().map(|&e| e as f32).collect(), cs.entropy.iter().map(|&e| e as f32).collect());
+        r.compare(&format!("logprobs entropy ({what})"), &be, &ce, rel);
+        r.compare(&format!("logprobs lse ({what})"), &down(b, &bs.lse), &cs.lse, rel);
+        let dh0 = g.values(rows * width, 1.0);
+        let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
+        let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
+        b.logprobs_backward(&gather, bs.logits, b.view(&bs.lse), b.view(&bh), b.view(&bhead), &dlogp, vocab, width, b.view_mut(&mut bdh), b.view_mut(&mut bdw), p);
+        c.logprobs_backward(&gather, cs.logits, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, &mut cdw, p);
+        r.compare(&format!("logprobs_backward dh ({what})"), &down(b, &bdh), &cdh, rel);
+        r.compare(&format!("logprobs_backward dhead ({what})"), &down(b, &bdw), &cdw, rel);
+    }
+}
+
+fn generation<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let (kv_heads, group, d) = (g.range(1, 3), g.range(1, 4), 2 * g.range(2, 12));
+    let heads = kv_heads * group;
+    let max_len = g.range(9, 20);
+    let table = rope_table(d, max_len);
+    // rope over rows at scattered positions.
+    let n = g.range(2, 9);
+    let positions: Vec<usize> = (0..n).map(|_| g.range(0, max_len)).collect();
+    let x = g.values(n * heads * d, 2.0);
+    let (mut bx, mut cx) = (b.upload(&x), x.clone());
+    b.rope(b.view_mut(&mut bx), heads, &positions, &table);
+    c.rope(&mut cx, heads, &positions, &table);
+    r.compare("rope", &down(b, &bx), &cx, F32);
+    // A cache of 4 rows: a prompt written into row 0, copied into rows 1..3, then one decode step.
+    let l = CacheLayout { kv_heads, max_len, head_dim: d };
+    let cache_rows = 4;
+    let size = cache_rows * kv_heads * max_len * d;
+    let (k0, v0) = (g.values(size, 1.0), g.values(size, 1.0));
+    let (mut bk, mut bv, mut ck, mut cv) = (b.upload(&k0), b.upload(&v0), k0.clone(), v0.clone());
+    let prompt = g.range(2, max_len - 3);
+    let kw = kv_heads * d;
+    let (pk, pv) = (g.values(prompt * kw, 1.5), g.values(prompt * kw, 1.0));
+    let slots: Vec<(usize, usize)> = (0..prompt).map(|p| (0, p)).collect();
+    let (bpk, bpv) = (b.upload(&pk), b.upload(&pv));
+    b.cache_write(b.view_mut(&mut bk), b.view_mut(&mut bv), &l, b.view(&bpk), b.view(&bpv), &slots);
+    c.cache_write(&mut ck, &mut cv, &l, &pk, &pv, &slots);
+    r.compare("cache_write keys (a prompt)", &down(b, &bk), &ck, 0.0);
+    r.compare("cache_write values (a prompt)", &down(b, &bv), &cv, 0.0);
+    // The prompt's queries, causally over the cache (a prefill on row 0).
+    let pq = g.values(prompt * heads * d, 1.5);
+    let prefill: Vec<CachedQuery> = (0..prompt).map(|p| CachedQuery { row: 0, visible: p + 1 }).collect();
+    let bpq = b.upload(&pq);
+    let (mut bo, mut co) = (b.upload(&nan(prompt * heads * d)), nan(prompt * heads * d));
+    b.cached_attention(b.view(&bpq), b.view(&bk), b.view(&bv), &l, heads, &prefill, b.view_mut(&mut bo));
+    c.cached_attention(&pq, &ck, &cv, &l, heads, &prefill, &mut co);
+    r.compare("cached_attention (a prefill)", &down(b, &bo), &co, F32_MATH);
+    for (bc, cc, what) in [(&mut bk, &mut ck, "keys"), (&mut bv, &mut cv, "values")] {
+        b.cache_copy_row(b.view_mut(bc), &l, 0, prompt, &[1, 2, 0, 3]);
+        c.cache_copy_row(cc, &l, 0, prompt, &[1, 2, 0, 3]);
+        r.compare(&format!("cache_copy_row {what}"), &down(b, bc), cc, 0.0);
+    }
+    // One decode step: rows 1..3 each write a token at `prompt` and attend to what they see.
+    let step: Vec<(usize, usize)> = (1..cache_rows).map(|row| (row, prompt)).collect();
+    let (sk, sv) = (g.values(step.len() * kw, 1.5), g.values(step.len() * kw, 1.0));
+    let (bsk, bsv) = (b.upload(&sk), b.upload(&sv));
+    b.cache_write(b.view_mut(&mut bk), b.view_mut(&mut bv), &l, b.view(&bsk), b.view(&bsv), &step);
+    c.cache_write(&mut ck, &mut cv, &l, &sk, &sv, &step);
+    let queries: Vec<CachedQuery> = step.iter().map(|&(row, p)| CachedQuery { row, visible: p + 1 - (row == 3) as usize }).collect();
+    let sq = g.values(queries.len() * heads * d, 1.5);
+    let bsq = b.upload(&sq);
+    let (mut bo, mut co) = (b.upload(&nan(sq.len())), nan(sq.len()));
+    b.cached_attention(b.view(&bsq), b.view(&bk), b.view(&bv), &l, heads, &queries, b.view_mut(&mut bo));
+    c.cached_attention(&sq, &ck, &cv, &l, heads, &queries, &mut co);
+    r.compare("cached_attention (a decode step)", &down(b, &bo), &co, F32_MATH);
+}
+
+fn adamw<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+    let n = g.range(33, 900);
+    let (w, grad, m) = (g.values(n, 1.0), g.values(n, 0.1), g.values(n, 0.01));
+    let v: Vec<f32> = g.values(n, 1e-3).iter().map(|x| x.abs()).collect();
+    let s = AdamWStep { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1, step: g.range(1, 50) as u64, grad_scale: 0.7 };
+    let (mut bw, bg, mut bm, mut bv) = (b.upload(&w), b.upload(&grad), b.upload(&m), b.upload(&v));
+    let (mut cw, mut cm, mut cv) = (w.clone(), m.clone(), v.clone());
+    b.adamw(b.view_mut(&mut bw), b.view(&bg), b.view_mut(&mut bm), b.view_mut(&mut bv), &s);
+    c.adamw(&mut cw, &grad, &mut cm, &mut cv, &s);
+    r.compare("adamw weights", &down(b, &bw), &cw, F32);
+    r.compare("adamw first moment", &down(b, &bm), &cm, F32);
+    r.compare("adamw second moment", &down(b, &bv), &cv, F32);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cppo_kernels::reference::Reference;
+
+    /// The suite accepts an independent correct backend (the plain-loop reference, f64 sums), with
+    /// every check made; so a failure on another backend is that backend's.
+    #[test]
+    fn the_reference_backend_passes_every_check() {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+        let report = run(&Reference::<f32>::new(), seed);
+        assert_eq!((report.failed(), report.checks.len()), (0, CHECKS), "{report}");
+    }
+}

@@ -1,0 +1,75 @@
+//! `cppo selftest --device cuda`: every operation of the CUDA backend against the CPU backend on
+//! fresh random inputs (`conformance`), on a real GPU. Written and built without one: it has never
+//! run on a GPU.
+
+use std::path::Path;
+
+use super::side::CudaSide;
+use crate::backend::CudaBackend;
+use crate::conformance::{self, Report};
+use crate::error::{Error, Result};
+use crate::tape_bench::{self, Shape};
+
+/// The timed update of `--bench`: one question of G = 8 completions of 256 tokens after a 256-token
+/// prompt, two timed updates after a warm-up (within a minute on one H100-class GPU, by estimate).
+pub const BENCH_SHAPE: Shape = Shape { group: 8, prompt_len: 256, new_tokens: 256, repeats: 2 };
+
+/// The ordinal of `cuda` / `cuda:N`.
+pub fn ordinal(device: &str) -> Result<usize> {
+    match device.split_once(':') {
+        None if device == "cuda" => Ok(0),
+        Some(("cuda", n)) => n.parse().map_err(|_| Error::shape("selftest", format!("device {device:?}: expected cuda or cuda:N"))),
+        _ => Err(Error::shape("selftest", format!("device {device:?}: the self-test checks a GPU, `cuda` or `cuda:N`"))),
+    }
+}
+
+/// Runs the suite on `device` with `seed` (fresh when `None`; the report prints it), then, given a
+/// model's `config.json`, times the decoder's update on a random model of that shape (`tape_bench`,
+/// figures in the report's notes). Without a CUDA driver, or without that device, an error (not a
+/// panic).
+pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>) -> Result<Report> {
+    let ordinal = ordinal(device)?;
+    let side = CudaSide::new(ordinal)?;
+    let label = format!("cuda:{ordinal} ({}, {})", side.device().name, side.device().arch);
+    let seed = seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
+    let backend = CudaBackend::new(side);
+    let mut report = conformance::run(&backend, seed);
+    report.backend = label;
+    // A fault of an asynchronous launch that no later read waited for shows here.
+    let synced = backend.device().synchronize();
+    report.record("the stream finishes without a fault", synced.is_ok(), synced.err().map_or_else(String::new, |e| e.to_string()));
+    if let Some(config) = bench {
+        report.notes.push(match bench_update(&backend, config, report.seed) {
+            Ok(line) => line,
+            Err(e) => format!("cppo tape bench on {}: failed: {e}", config.display()),
+        });
+    }
+    Ok(report)
+}
+
+/// The decoder's update on a random model with `config`'s shapes, timed on `b`.
+fn bench_update(b: &CudaBackend<CudaSide>, config: &Path, seed: u64) -> std::result::Result<String, String> {
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let cfg = cppo_io::hf::parse_config_json(&text, config).map_err(|e| e.to_string())?;
+    let init = cppo_model::decoder::RandomInit::default();
+    let w = cppo_model::decoder::random_weights(&cfg, seed, &init).map_err(|e| e.to_string())?;
+    // bf16 operands and f32 sums for the products, as the trainer's default and PyTorch's autocast.
+    let dec = cppo_model::Decoder::new(&cfg, &w, false, &candle_core::Device::Cpu).map_err(|e| e.to_string())?.with_matmul_precision(cppo_kernels::Precision::Bf16);
+    drop(w);
+    let r = tape_bench::run(b, &dec, BENCH_SHAPE, seed).map_err(|e| e.to_string())?;
+    Ok(format!("{r} (bf16 products; attention in f32)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_are_named_cuda_or_cuda_n() {
+        assert_eq!(ordinal("cuda").unwrap(), 0);
+        assert_eq!(ordinal("cuda:3").unwrap(), 3);
+        for bad in ["cpu", "cuda:", "cuda:x", "gpu:0"] {
+            assert!(ordinal(bad).is_err(), "{bad}");
+        }
+    }
+}
