@@ -463,6 +463,19 @@ impl TrainConfig {
         }
     }
 
+    /// The temperature of every log-prob in the loss (policy, old policy, reference): the sampling
+    /// temperature, so that the ratio, the KL and the gradient belong to the distribution the
+    /// completions were drawn from (as TRL and verl compute them, from logits / T). Greedy sampling
+    /// (temperature 0) has no such distribution; its log-probs are taken at 1.
+    pub fn logprob_temperature(&self) -> f64 {
+        let t = self.generation.temperature;
+        if t > 0.0 {
+            t
+        } else {
+            1.0
+        }
+    }
+
     /// The optimizer steps of the whole run (mu per training step).
     pub fn optimizer_steps(&self) -> u64 {
         self.train.steps * self.loss.num_iterations as u64

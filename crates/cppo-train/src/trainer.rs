@@ -124,13 +124,15 @@ impl Trainer {
         let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
         let mp = cfg.optim.matmul_precision.for_update();
-        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp);
+        // Every log-prob of the loss (policy, old policy, reference) is taken at the sampling temperature.
+        let temp = cfg.logprob_temperature();
+        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?;
         // The reference is the initial policy, frozen; with beta = 0 it is never built.
         let reference = if cfg.loss.beta > 0.0 {
             let ref_path = resolve_model_path(&cfg.model.path)?;
             if latest.is_some() {
                 let initial = cppo_io::load_model(&ref_path, dtype, &device)?;
-                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp))
+                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?)
             } else {
                 Some(policy.frozen_copy()?)
             }
