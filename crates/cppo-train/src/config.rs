@@ -175,6 +175,10 @@ pub struct LossSection {
     pub dual_clip: Option<f64>,
     /// Clamp of the per-token k3 KL estimate; none disables it.
     pub kl_clamp: Option<f64>,
+    /// TRL's `use_bias_correction_kl`: multiply each token's k3 KL term by the importance ratio
+    /// pi_theta / pi_old (with its gradient), since the tokens were sampled from the old policy
+    /// (DeepSeek-V3.2). Off by default, as in TRL.
+    pub use_bias_correction_kl: bool,
     /// mu: update passes over each batch.
     pub num_iterations: usize,
     pub aggregation: Aggregation,
@@ -192,6 +196,7 @@ impl Default for LossSection {
             epsilon_high: 0.2,
             dual_clip: None,
             kl_clamp: None,
+            use_bias_correction_kl: false,
             num_iterations: 1,
             aggregation: Aggregation::SeqMeanTokenMean,
             normaliser: None,
