@@ -25,6 +25,10 @@ pub struct TrainConfig {
     /// Reward names with their weights, e.g. `accuracy = 1.0`, `format = 1.0`; the score is the weighted sum.
     #[serde(default = "default_rewards")]
     pub reward: std::collections::BTreeMap<String, f64>,
+    /// DAPO's soft overlong punishment, added to the task reward (`max_length`, `cache_length`); none
+    /// (the default) adds nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlong_penalty: Option<crate::shaping::OverlongPenalty>,
     #[serde(default)]
     pub rollout: RolloutSection,
     #[serde(default)]
@@ -436,6 +440,9 @@ impl TrainConfig {
             if !w.is_finite() {
                 bail!("reward.{name} = {w} must be finite");
             }
+        }
+        if let Some(p) = &self.overlong_penalty {
+            p.validate().map_err(|e| anyhow::anyhow!("overlong_penalty.{e}"))?;
         }
         if self.reward.is_empty() {
             bail!("[reward] names no reward: add e.g. `accuracy = 1.0`");

@@ -23,6 +23,7 @@ use crate::optim::{AdamW, GradAccumulator};
 use crate::prompt::Prompter;
 use crate::rollout::{generate_groups, score_groups, RewardSet, Rollout, RolloutRequest};
 use crate::schedule::learning_rate;
+use crate::shaping::shape_groups;
 use crate::sources::{load_problems, parse_device, resolve_model_path};
 use crate::tensorboard::{scalars_of, EventWriter};
 use crate::update::{build_batch, Updater};
@@ -278,6 +279,9 @@ impl Trainer {
 
             let t = Instant::now();
             score_groups(&mut batch, &self.rewards);
+            if let Some(p) = &self.cfg.overlong_penalty {
+                shape_groups(&mut batch, p);
+            }
             times.reward += t.elapsed().as_secs_f64();
             if dynamic {
                 let rewards: Vec<Vec<f64>> = batch.iter().map(|r| r.rewards.clone()).collect();
@@ -303,6 +307,10 @@ impl Trainer {
         for (p, (name, _, _)) in self.rewards.parts.iter().enumerate() {
             let v: Vec<f64> = drawn.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
             parts.insert(name.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64);
+        }
+        if let Some(p) = &self.cfg.overlong_penalty {
+            let v: Vec<f64> = lengths.iter().map(|&l| p.penalty(l)).collect();
+            parts.insert("overlong_penalty".into(), v.iter().sum::<f64>() / v.len().max(1) as f64);
         }
         let questions_drawn = drawn.len();
         let completions_generated = all.len();
