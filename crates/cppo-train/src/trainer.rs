@@ -114,9 +114,17 @@ impl Trainer {
             _ => DType::F32,
         };
         let out = cfg.output_dir.clone();
+        if resume {
+            checkpoint::remove_leftovers(&out)?;
+        }
         let latest = if resume { checkpoint::latest(&out)? } else { None };
         if resume && latest.is_none() {
-            bail!("--resume: {} holds no checkpoint to resume from", out.display());
+            // A run killed before its first checkpoint starts over from the configuration it saved
+            // (the one it must keep); without that there is no run to resume.
+            let saved = out.join("config.toml");
+            let text = std::fs::read_to_string(&saved)
+                .map_err(|_| anyhow::anyhow!("--resume: {} holds no checkpoint and no config.toml: there is no run to resume", out.display()))?;
+            check_resumable(&text, &cfg, &out)?;
         }
         let model_path = match &latest {
             Some(dir) => dir.join(checkpoint::MODEL_DIR),
