@@ -287,10 +287,8 @@ impl Trainer {
 
             let t = Instant::now();
             score_groups(&mut batch, &self.rewards);
-            if let Some(p) = &self.cfg.overlong_penalty {
-                shape_groups(&mut batch, p);
-            }
-            times.reward += t.elapsed().as_secs_f64();
+            // DAPO's filter, the only one: it judges the task rewards (DAPO's accuracy), before the
+            // length shaping below, which would otherwise keep an all-correct group whose lengths differ.
             if dynamic {
                 let rewards: Vec<Vec<f64>> = batch.iter().map(|r| r.rewards.clone()).collect();
                 let survivors = drop_uniform(&rewards).map_err(|e| anyhow::anyhow!("selection: {e}"))?.survivors;
@@ -299,6 +297,10 @@ impl Trainer {
             } else {
                 varied.extend(std::iter::repeat_n(true, batch.len()));
             }
+            if let Some(p) = &self.cfg.overlong_penalty {
+                shape_groups(&mut batch, p);
+            }
+            times.reward += t.elapsed().as_secs_f64();
             drawn.extend(batch);
             rounds += 1;
         }
@@ -340,7 +342,8 @@ impl Trainer {
         }
 
         let rewards: Vec<Vec<f64>> = rollouts.iter().map(|r| r.rewards.clone()).collect();
-        let selection = self.cfg.rollout.selection.select(&rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
+        // The uniform groups left above; the strategy sees only the groups that go on.
+        let selection = self.cfg.rollout.selection.strategy.select(self.cfg.estimator(), &rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
         let normaliser = self.cfg.loss.normaliser.unwrap_or(self.cfg.generation.max_new_tokens as f64);
         let batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
 

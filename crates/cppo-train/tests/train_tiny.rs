@@ -139,6 +139,35 @@ fn overlong_penalty_is_added_to_the_task_reward() {
     assert!((report.metrics.rewards["overlong_penalty"] - mean).abs() < 1e-12);
 }
 
+/// With dynamic sampling, DAPO's filter judges the task rewards (its accuracy), not the shaped ones: a
+/// group is dropped as uniform exactly when its task rewards are all equal, whatever its lengths.
+#[test]
+fn dynamic_sampling_filters_on_the_task_reward_before_shaping() {
+    let cfg = common::tiny_config(
+        "overlong-dapo",
+        &["overlong_penalty={ max_length = 6, cache_length = 5 }", "rollout.dynamic_sampling=true", "reward={ accuracy = 1.0 }", "loss.beta=0.0", "generation.stop=[\"k\", \"e\", \"a\", \" \", \"1\", \"0\"]"],
+    );
+    let mut t = Trainer::new(cfg, false).unwrap();
+    let (mut uniform_seen, mut trained_seen, mut shaped_apart) = (0, 0, 0);
+    for _ in 0..2 {
+        let report = t.train_step(|_| {}).unwrap();
+        let task = |r: &cppo_train::rollout::Rollout| -> Vec<f64> { (0..r.rewards.len()).map(|i| r.parts.iter().map(|p| p[i]).sum()).collect() };
+        let uniform = |v: &[f64]| v.iter().all(|&x| x == v[0]);
+        for r in &report.rollouts {
+            assert!(!uniform(&task(r)), "a group with equal task rewards {:?} was trained on", task(r));
+            trained_seen += 1;
+        }
+        let dropped_uniform = report.dropped.iter().filter(|r| uniform(&task(r))).count();
+        assert_eq!(dropped_uniform, report.metrics.groups_dropped);
+        assert_eq!(report.dropped.len() - dropped_uniform, report.metrics.groups_surplus);
+        uniform_seen += dropped_uniform;
+        // Dropped groups whose shaped rewards differ (their lengths differ): filtering after shaping
+        // would have trained on them.
+        shaped_apart += report.dropped.iter().filter(|r| uniform(&task(r)) && !uniform(&r.rewards)).count();
+    }
+    assert!(uniform_seen > 0 && shaped_apart > 0, "no dropped group with differing shaped rewards: the test says nothing ({uniform_seen} dropped, {trained_seen} trained)");
+}
+
 #[test]
 fn bad_overlong_lengths_name_the_field() {
     let cfg = cppo_train::config::TrainConfig::from_toml(
