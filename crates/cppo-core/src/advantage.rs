@@ -19,17 +19,36 @@ pub enum StdKind {
     Bessel,
 }
 
+/// What GRPO divides the group-centred rewards by, under TRL's name for the choice (`scale_rewards`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScaleRewards {
+    /// The std of the question's group of rewards (GRPO as published; TRL's `"group"`).
+    #[default]
+    Group,
+    /// The std of the raw rewards of the whole batch, every completion of every group (TRL's
+    /// `"batch"`). Unlike the REINFORCE++ baseline, which takes the std of the group-centred rewards,
+    /// this is the spread of the rewards themselves.
+    Batch,
+    /// No division: Dr.GRPO's centring (TRL's `"none"`).
+    None,
+}
+
 /// How a completion's advantage is computed from the rewards. Deserialises from a table whose `kind` is
 /// the kebab-case name, e.g. `{ kind = "grpo", std = "bessel", eps = 1e-4 }`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Estimator {
-    /// GRPO: A_i = (r_i - mean) / (std + eps), mean and std over the group.
+    /// GRPO: A_i = (r_i - mean) / (std + eps), mean and std over the group; with
+    /// `scale_rewards = "batch"` the std is that of every raw reward of the batch, with `"none"` there
+    /// is no division.
     Grpo {
         #[serde(default)]
         std: StdKind,
         #[serde(default = "default_grpo_eps")]
         eps: f64,
+        #[serde(default)]
+        scale_rewards: ScaleRewards,
     },
     /// Dr.GRPO: centring only, A_i = r_i - mean.
     DrGrpo,
@@ -73,6 +92,7 @@ impl Default for Estimator {
         Estimator::Grpo {
             std: StdKind::Bessel,
             eps: DEFAULT_GRPO_EPS,
+            scale_rewards: ScaleRewards::Group,
         }
     }
 }
@@ -105,13 +125,18 @@ impl Estimator {
         }
     }
 
-    /// One advantage per reward, shaped like `groups`. Batch-level estimators (the REINFORCE++ pair) treat
-    /// `groups` as the whole batch.
+    /// GRPO scaled by the group std (`scale_rewards = "group"`), with this std and eps.
+    pub fn grpo(std: StdKind, eps: f64) -> Self {
+        Estimator::Grpo { std, eps, scale_rewards: ScaleRewards::Group }
+    }
+
+    /// One advantage per reward, shaped like `groups`. Batch-level estimators (the REINFORCE++ pair, GRPO
+    /// with `scale_rewards = "batch"`) treat `groups` as the whole batch.
     pub fn advantages(&self, groups: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, Error> {
         self.validate()?;
         check_rewards(groups)?;
         Ok(match *self {
-            Estimator::Grpo { std, eps } => groups
+            Estimator::Grpo { std, eps, scale_rewards: ScaleRewards::Group } => groups
                 .iter()
                 .map(|g| {
                     let mut a = centred(g, mean(g));
@@ -119,7 +144,15 @@ impl Estimator {
                     a
                 })
                 .collect(),
-            Estimator::DrGrpo => groups.iter().map(|g| centred(g, mean(g))).collect(),
+            Estimator::Grpo { std, eps, scale_rewards: ScaleRewards::Batch } => {
+                let flat: Vec<f64> = groups.iter().flatten().copied().collect();
+                let spread = centred(&flat, mean(&flat));
+                let centred: Vec<Vec<f64>> = groups.iter().map(|g| centred(g, mean(g))).collect();
+                scale_by_std_of(centred, &spread, divisor(flat.len(), std), eps)
+            }
+            Estimator::Grpo { scale_rewards: ScaleRewards::None, .. } | Estimator::DrGrpo => {
+                groups.iter().map(|g| centred(g, mean(g))).collect()
+            }
             Estimator::Rloo => {
                 if let Some((group, g)) = groups.iter().enumerate().find(|(_, g)| g.len() < 2) {
                     return Err(Error::GroupTooSmall {
@@ -206,6 +239,19 @@ fn standardise(c: &mut [f64], divisor: f64, eps: f64) {
     c.iter_mut().for_each(|x| *x /= denom);
 }
 
+/// Divides every value of `values` by (std + eps), the std that of `spread` (values centred on 0 about
+/// their mean), computed on values scaled by their largest magnitude as `standardise` does. No spread
+/// at all gives zeros.
+fn scale_by_std_of(values: Vec<Vec<f64>>, spread: &[f64], divisor: f64, eps: f64) -> Vec<Vec<f64>> {
+    let scale = spread.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    if scale == 0.0 || divisor <= 0.0 {
+        return values.iter().map(|g| vec![0.0; g.len()]).collect();
+    }
+    let std = (spread.iter().map(|x| (x / scale) * (x / scale)).sum::<f64>() / divisor).sqrt();
+    let denom = std + eps / scale;
+    values.into_iter().map(|g| g.into_iter().map(|x| x / scale / denom).collect()).collect()
+}
+
 fn leave_one_out(g: &[f64]) -> Vec<f64> {
     if all_equal(g) {
         return vec![0.0; g.len()];
@@ -248,10 +294,7 @@ mod tests {
         for est in [
             Estimator::default(),
             Estimator::DrGrpo,
-            Estimator::Grpo {
-                std: StdKind::Population,
-                eps: 0.0,
-            },
+            Estimator::grpo(StdKind::Population, 0.0),
             Estimator::ReinforcePlusPlusBaseline {
                 std: StdKind::Bessel,
                 eps: 0.0,
@@ -299,10 +342,7 @@ mod tests {
             })
         );
         for eps in [-1e-4, f64::NAN, f64::INFINITY] {
-            let bad = Estimator::Grpo {
-                std: StdKind::Bessel,
-                eps,
-            };
+            let bad = Estimator::grpo(StdKind::Bessel, eps);
             assert!(matches!(
                 bad.advantages(&[vec![1.0]]),
                 Err(Error::BadEps(_))
@@ -326,10 +366,7 @@ mod tests {
             serde_json::from_str(r#"{"kind": "grpo", "std": "population", "eps": 0}"#).unwrap();
         assert_eq!(
             e,
-            Estimator::Grpo {
-                std: StdKind::Population,
-                eps: 0.0
-            }
+            Estimator::grpo(StdKind::Population, 0.0)
         );
         let e: Estimator =
             serde_json::from_str(r#"{"kind": "reinforce-plus-plus-baseline"}"#).unwrap();
@@ -340,6 +377,16 @@ mod tests {
                 eps: 1e-8
             }
         );
+        let e: Estimator = serde_json::from_str(r#"{"kind": "grpo", "scale_rewards": "batch"}"#).unwrap();
+        assert_eq!(
+            e,
+            Estimator::Grpo {
+                std: StdKind::Bessel,
+                eps: DEFAULT_GRPO_EPS,
+                scale_rewards: ScaleRewards::Batch
+            }
+        );
+        assert!(serde_json::from_str::<Estimator>(r#"{"kind": "grpo", "scale_rewards": "global"}"#).is_err());
         assert!(serde_json::from_str::<Estimator>(r#"{"kind": "grpo", "epsilon": 1}"#).is_err());
         assert!(serde_json::from_str::<Estimator>(r#"{"kind": "ppo"}"#).is_err());
     }

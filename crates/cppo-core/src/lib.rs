@@ -16,7 +16,7 @@ pub mod passk;
 pub mod problem;
 pub mod select;
 
-pub use advantage::{Estimator, StdKind};
+pub use advantage::{Estimator, ScaleRewards, StdKind};
 pub use chat::ChatMessage;
 pub use allocate::{capacity_for_base, plan, plan_pruned, Plan};
 pub use error::{Error, MAX_ABS_REWARD};

@@ -3,20 +3,17 @@
 mod common;
 
 use common::*;
-use cppo_core::{Estimator, StdKind, MAX_ABS_REWARD};
+use cppo_core::{Estimator, ScaleRewards, StdKind, MAX_ABS_REWARD};
 use proptest::prelude::*;
 
 fn group_estimators() -> Vec<Estimator> {
     vec![
         Estimator::default(),
-        Estimator::Grpo {
-            std: StdKind::Population,
-            eps: 0.0,
-        },
-        Estimator::Grpo {
-            std: StdKind::Bessel,
-            eps: 0.0,
-        },
+        Estimator::grpo(StdKind::Population, 0.0),
+        Estimator::grpo(StdKind::Bessel, 0.0),
+        Estimator::Grpo { std: StdKind::Bessel, eps: 1e-4, scale_rewards: ScaleRewards::Batch },
+        Estimator::Grpo { std: StdKind::Population, eps: 0.0, scale_rewards: ScaleRewards::Batch },
+        Estimator::Grpo { std: StdKind::Bessel, eps: 1e-4, scale_rewards: ScaleRewards::None },
         Estimator::DrGrpo,
         Estimator::Rloo,
         Estimator::ReinforcePlusPlusBaseline {
@@ -101,7 +98,7 @@ proptest! {
     #[test]
     fn grpo_matches_the_formula(g in (2usize..=10).prop_flat_map(group), eps in 0.0f64..0.1, bessel in any::<bool>()) {
         let std_kind = if bessel { StdKind::Bessel } else { StdKind::Population };
-        let a = Estimator::Grpo { std: std_kind, eps }.advantages(std::slice::from_ref(&g)).unwrap();
+        let a = Estimator::grpo(std_kind, eps).advantages(std::slice::from_ref(&g)).unwrap();
         let mu = mean(&g);
         let d = if bessel { g.len() - 1 } else { g.len() } as f64;
         let sd = (g.iter().map(|r| (r - mu) * (r - mu)).sum::<f64>() / d).sqrt();
@@ -109,6 +106,38 @@ proptest! {
             let want = if sd == 0.0 { 0.0 } else { (r - mu) / (sd + eps) };
             prop_assert!(close(*x, want), "{} vs {} for {:?}", x, want, g);
         }
+    }
+
+    /// TRL's `scale_rewards = "batch"`: A = (r - group mean) / (std of every raw reward of the batch +
+    /// eps), groups of any sizes.
+    #[test]
+    fn grpo_batch_scaling_matches_the_formula(
+        groups in prop::collection::vec((1usize..=8).prop_flat_map(group), 1..5),
+        eps in 0.0f64..0.1,
+        bessel in any::<bool>(),
+    ) {
+        let std_kind = if bessel { StdKind::Bessel } else { StdKind::Population };
+        let a = Estimator::Grpo { std: std_kind, eps, scale_rewards: ScaleRewards::Batch }.advantages(&groups).unwrap();
+        let flat: Vec<f64> = groups.iter().flatten().copied().collect();
+        let mu = mean(&flat);
+        let d = if bessel { flat.len() - 1 } else { flat.len() } as f64;
+        let sd = if d > 0.0 { (flat.iter().map(|r| (r - mu) * (r - mu)).sum::<f64>() / d).sqrt() } else { 0.0 };
+        for (g, ag) in groups.iter().zip(&a) {
+            let gm = mean(g);
+            for (x, r) in ag.iter().zip(g) {
+                let want = if sd == 0.0 || g.iter().all(|&v| v == g[0]) { 0.0 } else { (r - gm) / (sd + eps) };
+                prop_assert!(close(*x, want), "{} vs {} for {:?}", x, want, groups);
+            }
+        }
+    }
+
+    /// `scale_rewards = "none"` is Dr.GRPO, and `"group"` the default GRPO.
+    #[test]
+    fn scale_rewards_none_is_dr_grpo_and_group_is_grpo(groups in equal_batch(), eps in 0.0f64..0.1) {
+        let none = Estimator::Grpo { std: StdKind::Bessel, eps, scale_rewards: ScaleRewards::None }.advantages(&groups).unwrap();
+        prop_assert_eq!(none, Estimator::DrGrpo.advantages(&groups).unwrap());
+        let group = Estimator::Grpo { std: StdKind::Bessel, eps, scale_rewards: ScaleRewards::Group }.advantages(&groups).unwrap();
+        prop_assert_eq!(group, Estimator::grpo(StdKind::Bessel, eps).advantages(&groups).unwrap());
     }
 
     #[test]
@@ -163,10 +192,7 @@ proptest! {
 fn tiny_spreads_do_not_divide_by_zero() {
     // Squared deviations of 1e-300 underflow to 0; the std must not.
     let g = vec![1e-300, -1e-300, 0.0];
-    let a = Estimator::Grpo {
-        std: StdKind::Population,
-        eps: 0.0,
-    }
+    let a = Estimator::grpo(StdKind::Population, 0.0)
     .advantages(&[g])
     .unwrap();
     let want = (1.5f64).sqrt();
@@ -174,4 +200,17 @@ fn tiny_spreads_do_not_divide_by_zero() {
         (a[0][0] - want).abs() < 1e-12 && (a[0][1] + want).abs() < 1e-12,
         "{a:?}"
     );
+}
+
+/// Batch scaling divides by the raw rewards' std, not the group-centred rewards' (the REINFORCE++
+/// baseline's): two groups {0, 1} and {10, 11} have raw std far above their centred std.
+#[test]
+fn batch_scaling_uses_the_raw_rewards_spread() {
+    let groups = [vec![0.0, 1.0], vec![10.0, 11.0]];
+    let a = Estimator::Grpo { std: StdKind::Bessel, eps: 0.0, scale_rewards: ScaleRewards::Batch }.advantages(&groups).unwrap();
+    let flat = [0.0f64, 1.0, 10.0, 11.0];
+    let sd = (flat.iter().map(|r| (r - 5.5) * (r - 5.5)).sum::<f64>() / 3.0).sqrt();
+    assert!((a[0][1] - 0.5 / sd).abs() < 1e-12 && (a[1][0] + 0.5 / sd).abs() < 1e-12, "{a:?}");
+    let baseline = Estimator::ReinforcePlusPlusBaseline { std: StdKind::Bessel, eps: 0.0 }.advantages(&groups).unwrap();
+    assert!(baseline[0][1] > 5.0 * a[0][1], "{baseline:?} vs {a:?}");
 }

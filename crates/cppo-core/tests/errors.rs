@@ -207,10 +207,7 @@ fn bad_rewards_and_groups() {
         })
     );
     let bad_eps = Strategy::All.select(
-        &Estimator::Grpo {
-            std: StdKind::Bessel,
-            eps: -1.0,
-        },
+        &Estimator::grpo(StdKind::Bessel, -1.0),
         &[vec![0.0, 1.0]],
         0,
     );

@@ -48,6 +48,7 @@ pub fn save(
 ) -> Result<PathBuf> {
     let root = checkpoints_dir(out);
     std::fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
+    remove_leftovers(out)?;
     let name = format!("step-{:06}", state.step);
     let dir = root.join(&name);
     write_dir_atomic(&dir, |tmp| {
@@ -106,6 +107,67 @@ pub fn prune(out: &Path, keep: usize) -> Result<Vec<PathBuf>> {
         deleted.push(dir);
     }
     Ok(deleted)
+}
+
+/// What a save or a prune killed midway leaves in `checkpoints/`: the temporary folder of a save
+/// (`.step-N.tmp-PID`), a previous copy moved aside (`.step-N.old-PID`), a folder being deleted
+/// (`.step-N.deleting-PID`), the `latest` pointer's temporary file (`.latest.tmp-PID`).
+enum Leftover {
+    /// Never a complete checkpoint, or one already on its way out: deleted.
+    Remove,
+    /// The previous copy of `step-N`, complete: deleted if `step-N` is in place, else moved back (the
+    /// kill came between the two renames that replace a checkpoint).
+    Old(String),
+}
+
+fn leftover(name: &str) -> Option<Leftover> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(pid) = name.strip_prefix(".latest.tmp-") {
+        return digits(pid).then_some(Leftover::Remove);
+    }
+    let rest = name.strip_prefix(".step-")?;
+    let (step, tail) = rest.split_once('.')?;
+    let (kind, pid) = tail.split_once('-')?;
+    if !digits(step) || !digits(pid) {
+        return None;
+    }
+    match kind {
+        "tmp" | "deleting" => Some(Leftover::Remove),
+        "old" => Some(Leftover::Old(format!("step-{step}"))),
+        _ => None,
+    }
+}
+
+/// Removes the leftovers of an interrupted save or prune (see `Leftover`) from `checkpoints/`, returning
+/// what it removed or restored. Complete `step-N` folders and anything it does not recognise are left
+/// alone. Run by every save and on resume, so a run killed while saving leaves nothing behind for long.
+pub fn remove_leftovers(out: &Path) -> Result<Vec<PathBuf>> {
+    let root = checkpoints_dir(out);
+    let Ok(entries) = std::fs::read_dir(&root) else { return Ok(vec![]) };
+    let mut touched = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", root.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let remove = |p: &Path| -> Result<()> {
+            let r = if p.is_dir() { std::fs::remove_dir_all(p) } else { std::fs::remove_file(p) };
+            r.with_context(|| format!("cannot remove the leftover {}", p.display()))
+        };
+        match leftover(&name) {
+            None => continue,
+            Some(Leftover::Remove) => remove(&path)?,
+            Some(Leftover::Old(step)) => {
+                let target = root.join(step);
+                if target.exists() {
+                    remove(&path)?;
+                } else {
+                    std::fs::rename(&path, &target).with_context(|| format!("cannot move {} back to {}", path.display(), target.display()))?;
+                }
+            }
+        }
+        touched.push(path);
+    }
+    Ok(touched)
 }
 
 /// The newest complete checkpoint of a run, if any.

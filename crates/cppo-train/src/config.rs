@@ -25,6 +25,10 @@ pub struct TrainConfig {
     /// Reward names with their weights, e.g. `accuracy = 1.0`, `format = 1.0`; the score is the weighted sum.
     #[serde(default = "default_rewards")]
     pub reward: std::collections::BTreeMap<String, f64>,
+    /// DAPO's soft overlong punishment, added to the task reward (`max_length`, `cache_length`); none
+    /// (the default) adds nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlong_penalty: Option<crate::shaping::OverlongPenalty>,
     #[serde(default)]
     pub rollout: RolloutSection,
     #[serde(default)]
@@ -175,6 +179,10 @@ pub struct LossSection {
     pub dual_clip: Option<f64>,
     /// Clamp of the per-token k3 KL estimate; none disables it.
     pub kl_clamp: Option<f64>,
+    /// TRL's `use_bias_correction_kl`: multiply each token's k3 KL term by the importance ratio
+    /// pi_theta / pi_old (with its gradient), since the tokens were sampled from the old policy
+    /// (DeepSeek-V3.2). Off by default, as in TRL.
+    pub use_bias_correction_kl: bool,
     /// mu: update passes over each batch.
     pub num_iterations: usize,
     pub aggregation: Aggregation,
@@ -192,6 +200,7 @@ impl Default for LossSection {
             epsilon_high: 0.2,
             dual_clip: None,
             kl_clamp: None,
+            use_bias_correction_kl: false,
             num_iterations: 1,
             aggregation: Aggregation::SeqMeanTokenMean,
             normaliser: None,
@@ -432,6 +441,9 @@ impl TrainConfig {
                 bail!("reward.{name} = {w} must be finite");
             }
         }
+        if let Some(p) = &self.overlong_penalty {
+            p.validate().map_err(|e| anyhow::anyhow!("overlong_penalty.{e}"))?;
+        }
         if self.reward.is_empty() {
             bail!("[reward] names no reward: add e.g. `accuracy = 1.0`");
         }
@@ -460,6 +472,19 @@ impl TrainConfig {
                 completions_kept: kept.map_or(capacity, |k| k * r.questions_per_step),
                 unused_capacity: 0,
             })
+        }
+    }
+
+    /// The temperature of every log-prob in the loss (policy, old policy, reference): the sampling
+    /// temperature, so that the ratio, the KL and the gradient belong to the distribution the
+    /// completions were drawn from (as TRL and verl compute them, from logits / T). Greedy sampling
+    /// (temperature 0) has no such distribution; its log-probs are taken at 1.
+    pub fn logprob_temperature(&self) -> f64 {
+        let t = self.generation.temperature;
+        if t > 0.0 {
+            t
+        } else {
+            1.0
         }
     }
 

@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod eval;
 pub mod prompt;
 pub mod rollout;
+pub mod shaping;
 pub mod sources;
 pub mod trainer;
 pub mod update;

@@ -80,6 +80,11 @@ pub fn policy_loss(inputs: &LossInputs, cfg: &LossSection) -> Result<(Tensor, Lo
         if let Some(c) = cfg.kl_clamp {
             k3 = k3.clamp(-c, c)?;
         }
+        if cfg.use_bias_correction_kl {
+            // TRL's `use_bias_correction_kl` (DeepSeek-V3.2): the tokens were drawn from the old policy,
+            // so k3 is importance-weighted by pi_theta / pi_old, the ratio with its gradient.
+            k3 = (k3 * &ratio)?;
+        }
         per_token = (per_token + (&k3 * cfg.beta)?)?;
         kl_tok = Some(k3);
     }

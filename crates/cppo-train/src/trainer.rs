@@ -23,6 +23,7 @@ use crate::optim::{AdamW, GradAccumulator};
 use crate::prompt::Prompter;
 use crate::rollout::{generate_groups, score_groups, RewardSet, Rollout, RolloutRequest};
 use crate::schedule::learning_rate;
+use crate::shaping::shape_groups;
 use crate::sources::{load_problems, parse_device, resolve_model_path};
 use crate::tensorboard::{scalars_of, EventWriter};
 use crate::update::{build_batch, Updater};
@@ -113,9 +114,17 @@ impl Trainer {
             _ => DType::F32,
         };
         let out = cfg.output_dir.clone();
+        if resume {
+            checkpoint::remove_leftovers(&out)?;
+        }
         let latest = if resume { checkpoint::latest(&out)? } else { None };
         if resume && latest.is_none() {
-            bail!("--resume: {} holds no checkpoint to resume from", out.display());
+            // A run killed before its first checkpoint starts over from the configuration it saved
+            // (the one it must keep); without that there is no run to resume.
+            let saved = out.join("config.toml");
+            let text = std::fs::read_to_string(&saved)
+                .map_err(|_| anyhow::anyhow!("--resume: {} holds no checkpoint and no config.toml: there is no run to resume", out.display()))?;
+            check_resumable(&text, &cfg, &out)?;
         }
         let model_path = match &latest {
             Some(dir) => dir.join(checkpoint::MODEL_DIR),
@@ -124,13 +133,15 @@ impl Trainer {
         let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
         let mp = cfg.optim.matmul_precision.for_update();
-        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp);
+        // Every log-prob of the loss (policy, old policy, reference) is taken at the sampling temperature.
+        let temp = cfg.logprob_temperature();
+        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?;
         // The reference is the initial policy, frozen; with beta = 0 it is never built.
         let reference = if cfg.loss.beta > 0.0 {
             let ref_path = resolve_model_path(&cfg.model.path)?;
             if latest.is_some() {
                 let initial = cppo_io::load_model(&ref_path, dtype, &device)?;
-                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp))
+                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?)
             } else {
                 Some(policy.frozen_copy()?)
             }
@@ -276,7 +287,8 @@ impl Trainer {
 
             let t = Instant::now();
             score_groups(&mut batch, &self.rewards);
-            times.reward += t.elapsed().as_secs_f64();
+            // DAPO's filter, the only one: it judges the task rewards (DAPO's accuracy), before the
+            // length shaping below, which would otherwise keep an all-correct group whose lengths differ.
             if dynamic {
                 let rewards: Vec<Vec<f64>> = batch.iter().map(|r| r.rewards.clone()).collect();
                 let survivors = drop_uniform(&rewards).map_err(|e| anyhow::anyhow!("selection: {e}"))?.survivors;
@@ -285,6 +297,10 @@ impl Trainer {
             } else {
                 varied.extend(std::iter::repeat_n(true, batch.len()));
             }
+            if let Some(p) = &self.cfg.overlong_penalty {
+                shape_groups(&mut batch, p);
+            }
+            times.reward += t.elapsed().as_secs_f64();
             drawn.extend(batch);
             rounds += 1;
         }
@@ -301,6 +317,10 @@ impl Trainer {
         for (p, (name, _, _)) in self.rewards.parts.iter().enumerate() {
             let v: Vec<f64> = drawn.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
             parts.insert(name.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64);
+        }
+        if let Some(p) = &self.cfg.overlong_penalty {
+            let v: Vec<f64> = lengths.iter().map(|&l| p.penalty(l)).collect();
+            parts.insert("overlong_penalty".into(), v.iter().sum::<f64>() / v.len().max(1) as f64);
         }
         let questions_drawn = drawn.len();
         let completions_generated = all.len();
@@ -322,7 +342,8 @@ impl Trainer {
         }
 
         let rewards: Vec<Vec<f64>> = rollouts.iter().map(|r| r.rewards.clone()).collect();
-        let selection = self.cfg.rollout.selection.select(&rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
+        // The uniform groups left above; the strategy sees only the groups that go on.
+        let selection = self.cfg.rollout.selection.strategy.select(self.cfg.estimator(), &rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
         let normaliser = self.cfg.loss.normaliser.unwrap_or(self.cfg.generation.max_new_tokens as f64);
         let batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
 

@@ -117,3 +117,38 @@ fn a_run_with_a_limit_keeps_the_newest_checkpoints_and_resumes() {
     assert_eq!(summary.steps, 3);
     assert_eq!(steps_on_disk(&out), vec![2, 3]);
 }
+
+/// A save or prune killed midway leaves hidden folders and files in `checkpoints/`; the next save
+/// removes them, except a previous copy moved aside whose `step-N` is missing (killed between the two
+/// renames of a replacement), which it moves back. Complete checkpoints and unknown names stay.
+#[test]
+fn a_save_removes_the_leftovers_of_an_interrupted_one() {
+    let out = common::out_dir("leftovers");
+    save(&out, 1, None).unwrap();
+    save(&out, 2, None).unwrap();
+    let root = checkpoint::checkpoints_dir(&out);
+    let mkdir = |name: &str| {
+        let d = root.join(name);
+        std::fs::create_dir_all(d.join("model")).unwrap();
+        std::fs::write(d.join("model/partial"), b"half").unwrap();
+        d
+    };
+    let tmp = mkdir(".step-000003.tmp-99999");
+    let deleting = mkdir(".step-000001.deleting-99998");
+    // step-000002 is in place: its old copy goes; step-000004 is not: its old copy comes back.
+    let old_replaced = mkdir(".step-000002.old-99997");
+    let old_only = mkdir(".step-000004.old-99996");
+    std::fs::write(old_only.join("trainer_state.json"), b"{}").unwrap();
+    std::fs::write(root.join(".latest.tmp-99995"), b"step-000003").unwrap();
+    let unknown = mkdir(".notes");
+    std::fs::write(root.join("README"), b"mine").unwrap();
+
+    save(&out, 5, None).unwrap();
+    for gone in [&tmp, &deleting, &old_replaced, &old_only, &root.join(".latest.tmp-99995")] {
+        assert!(!gone.exists(), "{} left behind", gone.display());
+    }
+    assert!(root.join("step-000004/trainer_state.json").is_file(), "the moved-aside step-000004 was not restored");
+    assert!(unknown.exists() && root.join("README").exists(), "a save removed something it did not write");
+    assert_eq!(steps_on_disk(&out), vec![1, 2, 4, 5]);
+    assert_eq!(std::fs::read_to_string(root.join("step-000002/model/weights")).unwrap(), "2");
+}

@@ -109,3 +109,30 @@ fn cuda_is_refused_at_config_time_until_its_backend_exists() {
     assert!(e.contains("model.device") && e.contains("\"cpu\""), "{e}");
     assert!(TrainConfig::from_toml(MINIMAL, &["model.device=\"cpu\"".into()]).is_ok());
 }
+
+/// TRL's options under TRL's names, and DAPO's overlong punishment, as the README's config reference
+/// gives them; the DAPO presets use the punishment and no longer mask truncated completions.
+#[test]
+fn trl_options_and_the_overlong_penalty_parse() {
+    let c = TrainConfig::from_toml(
+        MINIMAL,
+        &[
+            "rollout.estimator={ kind = \"grpo\", scale_rewards = \"batch\" }".to_string(),
+            "loss.use_bias_correction_kl=true".to_string(),
+            "overlong_penalty={ max_length = 1024, cache_length = 205 }".to_string(),
+        ],
+    )
+    .unwrap();
+    assert!(matches!(c.rollout.selection.estimator, cppo_core::Estimator::Grpo { scale_rewards: cppo_core::ScaleRewards::Batch, .. }));
+    assert!(c.loss.use_bias_correction_kl);
+    assert_eq!(c.overlong_penalty.map(|p| (p.max_length, p.cache_length)), Some((1024, 205)));
+    let d = TrainConfig::from_toml(MINIMAL, &[]).unwrap();
+    assert!(!d.loss.use_bias_correction_kl && d.overlong_penalty.is_none());
+    assert!(err(MINIMAL, &["rollout.estimator={ kind = \"grpo\", scale_rewards = \"global\" }"]).contains("rollout"));
+    for preset in ["gsm8k-dapo", "math-dapo"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../configs/{preset}.toml"));
+        let c = TrainConfig::load(&path, &[]).unwrap();
+        assert!(c.overlong_penalty.is_some() && !c.loss.mask_truncated, "{preset}");
+        assert_eq!(c.overlong_penalty.unwrap().max_length, c.generation.max_new_tokens, "{preset}: L_max is the generation limit");
+    }
+}

@@ -99,6 +99,43 @@ fn k3_kl_term_matches_its_formula_and_gradient() {
     assert!(stats.kl_sum <= 0.2 + 1e-6);
 }
 
+/// TRL's `use_bias_correction_kl`: each token's k3 times the importance ratio pi_theta / pi_old, the
+/// ratio carrying its gradient: d (k3 r) / d lp = (1 - exp(ref - lp)) r + k3 r.
+#[test]
+fn bias_corrected_kl_is_k3_times_the_ratio_with_its_gradient() {
+    let (lps, olds, refs, ws) = ([-1.0f64, -2.0, -0.3], [-1.2f64, -1.7, -0.3], [-1.5f64, -1.0, -0.9], [0.5f64, 0.25, 0.25]);
+    let f = |v: &[f64]| t(&v.iter().map(|&x| x as f32).collect::<Vec<_>>());
+    let lp = Var::from_tensor(&f(&lps)).unwrap();
+    let (old, reference, w) = (f(&olds), f(&refs), f(&ws));
+    let ones = t(&[1.0, 1.0, 1.0]);
+    let adv = Tensor::new(&[0.0f32], &Device::Cpu).unwrap();
+    let beta = 0.1;
+    let inputs = LossInputs { logprobs: lp.as_tensor(), old_logprobs: Some(&old), ref_logprobs: Some(&reference), advantages: &adv, weights: &w, mask: &ones };
+    let on = LossSection { beta, use_bias_correction_kl: true, ..cfg() };
+    let (loss, stats) = policy_loss(&inputs, &on).unwrap();
+    let k3 = |lp: f64, r: f64| (r - lp).exp() - (r - lp) - 1.0;
+    let mut kl_sum = 0.0;
+    let mut want_loss = 0.0;
+    for i in 0..3 {
+        let r = (lps[i] - olds[i]).exp();
+        kl_sum += k3(lps[i], refs[i]) * r;
+        want_loss += beta * ws[i] * k3(lps[i], refs[i]) * r;
+    }
+    assert!((stats.kl_sum - kl_sum).abs() < 1e-5, "{} vs {kl_sum}", stats.kl_sum);
+    assert!((stats.loss - want_loss).abs() < 1e-6, "{} vs {want_loss}", stats.loss);
+    let g = grad_of(&lp, &loss);
+    for i in 0..3 {
+        let r = (lps[i] - olds[i]).exp();
+        let want = beta * ws[i] * ((1.0 - (refs[i] - lps[i]).exp()) * r + k3(lps[i], refs[i]) * r);
+        assert!((g[i] as f64 - want).abs() < 1e-5, "token {i}: {} vs {want}", g[i]);
+    }
+    // Off (the default), the ratio leaves the KL term alone: the corrected and plain terms differ
+    // wherever the ratio is not 1.
+    let (_, plain) = policy_loss(&inputs, &LossSection { beta, ..cfg() }).unwrap();
+    let plain_sum: f64 = (0..3).map(|i| k3(lps[i], refs[i])).sum();
+    assert!((plain.kl_sum - plain_sum).abs() < 1e-5 && (plain.kl_sum - stats.kl_sum).abs() > 1e-3);
+}
+
 #[test]
 fn beta_without_reference_is_an_error() {
     let lp = t(&[-1.0]);

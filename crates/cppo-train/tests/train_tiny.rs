@@ -115,6 +115,80 @@ fn dapo_style_run_without_reference() {
     assert_eq!(m.kl, 0.0);
 }
 
+/// DAPO's soft overlong punishment is added to each completion's task reward (the weighted parts), by
+/// its length, before the advantage; the metrics line reports its mean.
+#[test]
+fn overlong_penalty_is_added_to_the_task_reward() {
+    let cfg = common::tiny_config("overlong", &["overlong_penalty={ max_length = 6, cache_length = 4 }"]);
+    let p = cfg.overlong_penalty.expect("parsed");
+    let mut t = Trainer::new(cfg, false).unwrap();
+    let report = t.train_step(|_| {}).unwrap();
+    let mut penalties = Vec::new();
+    for r in report.rollouts.iter().chain(&report.dropped) {
+        for (i, c) in r.completions.iter().enumerate() {
+            let task: f64 = r.parts.iter().map(|part| part[i]).sum();
+            let len = c.tokens.len();
+            let want = if len <= 2 { 0.0 } else if len <= 6 { (2.0 - len as f64) / 4.0 } else { -1.0 };
+            assert!((r.rewards[i] - (task + want)).abs() < 1e-12, "length {len}: reward {} vs task {task} + penalty {want}", r.rewards[i]);
+            assert_eq!(p.penalty(len), want);
+            penalties.push(want);
+        }
+    }
+    assert!(penalties.iter().any(|&x| x < 0.0), "no completion ran long enough to be penalised: {penalties:?}");
+    let mean = penalties.iter().sum::<f64>() / penalties.len() as f64;
+    assert!((report.metrics.rewards["overlong_penalty"] - mean).abs() < 1e-12);
+}
+
+/// With dynamic sampling, DAPO's filter judges the task rewards (its accuracy), not the shaped ones: a
+/// group is dropped as uniform exactly when its task rewards are all equal, whatever its lengths.
+#[test]
+fn dynamic_sampling_filters_on_the_task_reward_before_shaping() {
+    let cfg = common::tiny_config(
+        "overlong-dapo",
+        &["overlong_penalty={ max_length = 6, cache_length = 5 }", "rollout.dynamic_sampling=true", "reward={ accuracy = 1.0 }", "loss.beta=0.0", "generation.stop=[\"k\", \"e\", \"a\", \" \", \"1\", \"0\"]"],
+    );
+    let mut t = Trainer::new(cfg, false).unwrap();
+    let (mut uniform_seen, mut trained_seen, mut shaped_apart) = (0, 0, 0);
+    for _ in 0..2 {
+        let report = t.train_step(|_| {}).unwrap();
+        let task = |r: &cppo_train::rollout::Rollout| -> Vec<f64> { (0..r.rewards.len()).map(|i| r.parts.iter().map(|p| p[i]).sum()).collect() };
+        let uniform = |v: &[f64]| v.iter().all(|&x| x == v[0]);
+        for r in &report.rollouts {
+            assert!(!uniform(&task(r)), "a group with equal task rewards {:?} was trained on", task(r));
+            trained_seen += 1;
+        }
+        let dropped_uniform = report.dropped.iter().filter(|r| uniform(&task(r))).count();
+        assert_eq!(dropped_uniform, report.metrics.groups_dropped);
+        assert_eq!(report.dropped.len() - dropped_uniform, report.metrics.groups_surplus);
+        uniform_seen += dropped_uniform;
+        // Dropped groups whose shaped rewards differ (their lengths differ): filtering after shaping
+        // would have trained on them.
+        shaped_apart += report.dropped.iter().filter(|r| uniform(&task(r)) && !uniform(&r.rewards)).count();
+    }
+    assert!(uniform_seen > 0 && shaped_apart > 0, "no dropped group with differing shaped rewards: the test says nothing ({uniform_seen} dropped, {trained_seen} trained)");
+}
+
+#[test]
+fn bad_overlong_lengths_name_the_field() {
+    let cfg = cppo_train::config::TrainConfig::from_toml(
+        "output_dir = \"x\"\n[model]\npath = \"m\"\n[data]\ntrain = \"arith:train\"\n[overlong_penalty]\nmax_length = 4\ncache_length = 8\n",
+        &[],
+    );
+    let err = format!("{:#}", cfg.unwrap_err());
+    assert!(err.contains("overlong_penalty.cache_length"), "{err}");
+}
+
+/// Every log-prob of the loss is taken at the sampling temperature (greedy sampling: at 1), the
+/// policy's and the reference's alike.
+#[test]
+fn the_loss_logprobs_follow_the_sampling_temperature() {
+    for (temp, want) in [("0.7", 0.7), ("1.0", 1.0), ("0.0", 1.0)] {
+        let t = Trainer::new(common::tiny_config(&format!("temp-{temp}"), &[&format!("generation.temperature={temp}")]), false).unwrap();
+        assert_eq!(t.policy.logprob_temperature(), want, "policy at generation.temperature = {temp}");
+        assert_eq!(t.reference.as_ref().unwrap().logprob_temperature(), want, "reference at generation.temperature = {temp}");
+    }
+}
+
 #[test]
 fn evaluation_writes_its_summary_and_generations() {
     let cfg = common::tiny_config("eval", &[]);

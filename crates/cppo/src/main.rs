@@ -47,14 +47,16 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
-    /// Train with a TOML config (see configs/); `--resume OUT` continues a run from its newest checkpoint.
+    /// Train with a TOML config (see configs/); `--resume OUT` continues a run from its newest checkpoint
+    /// (a run killed before its first one starts over from its saved config).
     Train {
         /// The run's configuration (not needed with --resume, which reads OUT/config.toml).
         config: Option<PathBuf>,
         /// Override any config key: `--set rollout.num_generations=8` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Continue the run in this output folder (with `--set train.steps=N`, for longer).
+        /// Continue the run in this output folder (with `--set train.steps=N`, for longer); with no
+        /// checkpoint there yet, start it over from OUT/config.toml.
         #[arg(long, value_name = "OUT")]
         resume: Option<PathBuf>,
         /// No progress bar.

@@ -110,6 +110,8 @@ pub struct Decoder {
     scored: Arc<ScoredCompletions>,
     /// How the training path's large products multiply (`with_matmul_precision`).
     matmul: Precision,
+    /// The sampling temperature the training path's log-probs are taken at (`with_logprob_temperature`).
+    temperature: f64,
 }
 
 /// A running count of the completions a decoder has scored through `completion_logprobs` and
@@ -218,6 +220,7 @@ impl Decoder {
             backend: BackendKind::Cpu,
             scored: Arc::default(),
             matmul: Precision::F32,
+            temperature: 1.0,
         })
     }
 
@@ -255,6 +258,24 @@ impl Decoder {
 
     pub fn matmul_precision(&self) -> Precision {
         self.matmul
+    }
+
+    /// The same decoder (sharing its weights) whose log-probs (`completion_logprobs*`,
+    /// `sequence_logprobs`) and entropies are those of `softmax(logits / temperature)`, forward and
+    /// backward: the distribution completions sampled at that temperature were drawn from, which is
+    /// what the policy-gradient ratio and KL must be taken under (as TRL and verl do). At 1 (the
+    /// default) nothing is rescaled and the results are bit for bit those of an unscaled decoder.
+    /// Generation and `forward_logits` are unaffected. `temperature` must be finite and > 0.
+    pub fn with_logprob_temperature(mut self, temperature: f64) -> Result<Self> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(DecoderError::BadInput(format!("log-prob temperature {temperature} must be finite and > 0")));
+        }
+        self.temperature = temperature;
+        Ok(self)
+    }
+
+    pub fn logprob_temperature(&self) -> f64 {
+        self.temperature
     }
 
     /// Completions scored so far by `completion_logprobs` and `completion_logprobs_detached` of this

@@ -66,7 +66,7 @@ impl Decoder {
         // for its own lifetime. The slice of views (a few bytes per weight) is leaked instead.
         let views: &[B::View<'_>] = Box::leak(w.bufs.iter().map(|x| b.view(x)).collect::<Box<[_]>>());
         let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul };
-        let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true)?;
+        let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true, self.temperature)?;
         let tape = tape.ok_or_else(|| DecoderError::BadInput("tape_on: the forward kept no tape".into()))?;
         let grads = tape::backward(&m, &tape, dlogp);
         Ok(DeviceTapeRun { logprobs: scored.out, entropy: scored.entropy, grads })

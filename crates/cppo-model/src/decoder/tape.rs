@@ -14,7 +14,7 @@ use cppo_io::params::LayerParam::*;
 use cppo_kernels::attention::{AttnLayout, Attention};
 use cppo_kernels::backend::{Backend, Scored};
 use cppo_kernels::logprob::Gather;
-use cppo_kernels::Precision;
+use cppo_kernels::{Float, Precision};
 
 use super::Ctx;
 
@@ -37,6 +37,8 @@ pub(crate) struct Tape<B: Backend> {
     attn: Attention,
     /// The forward's products' precision, which the backward's follow.
     precision: Precision,
+    /// The temperature the log-probs were taken at (`tempered_norm`).
+    temperature: f64,
     tokens: Vec<u32>,
     layers: Vec<Saved<B>>,
     x_final: B::Buf,
@@ -101,20 +103,52 @@ fn attention<B: Backend>(m: &Ctx<B>, layout: AttnLayout, n: usize) -> Result<Att
     Ok(attn)
 }
 
-/// Runs the forward pass and scores the gathered targets; keeps the tape when `save` (for a later
-/// backward pass).
-pub(crate) fn forward<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout, gather: Gather, save: bool) -> Result<(Scored<B>, Option<Tape<B>>)> {
+/// Log-probs at temperature T are those of `logits / T = (norm(x) / T) @ lm_head^T`, and
+/// `norm(x) / T` is the final RMS norm with its weight divided by T. Folding 1/T into that weight (a
+/// hidden-size vector) leaves the output projection and the log-prob kernels untouched on every
+/// backend, and the backward pass through the norm with the same weight gives the residual stream's
+/// gradient; only the norm weight's own gradient needs the extra 1/T (`backward`). None at T = 1, so
+/// that nothing is rescaled there.
+fn tempered_norm<B: Backend>(m: &Ctx<B>, temperature: f64) -> Option<B::Buf> {
+    if temperature == 1.0 {
+        return None;
+    }
+    let t = B::T::of(temperature);
+    let w: Vec<B::T> = m.b.download(m.w[m.ix.norm]).into_iter().map(|x| x / t).collect();
+    Some(m.b.upload(&w))
+}
+
+/// The final norm of the rows `x`, at the tape's temperature (`tempered_norm`).
+fn final_norm<B: Backend>(m: &Ctx<B>, x: &B::Buf, tempered: Option<&B::Buf>) -> B::Buf {
+    let eps = m.cfg.rms_norm_eps;
+    match tempered {
+        Some(w) => m.b.rms_norm(m.b.view(x), m.b.view(w), eps),
+        None => m.b.rms_norm(m.b.view(x), m.w[m.ix.norm], eps),
+    }
+}
+
+/// Runs the forward pass and scores the gathered targets under `softmax(logits / temperature)`; keeps
+/// the tape when `save` (for a later backward pass).
+pub(crate) fn forward<B: Backend>(
+    m: &Ctx<B>,
+    tokens: &[u32],
+    layout: AttnLayout,
+    gather: Gather,
+    save: bool,
+    temperature: f64,
+) -> Result<(Scored<B>, Option<Tape<B>>)> {
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let h = cfg.hidden_size;
     let n = tokens.len();
     let attn = attention(m, layout, n)?;
     let x = b.embed(w[ix.embed], h, tokens);
     let (x, saved) = layers(m, x, &attn, n, save);
-    let hn = b.rms_norm(b.view(&x), w[ix.norm], cfg.rms_norm_eps);
+    let hn = final_norm(m, &x, tempered_norm(m, temperature).as_ref());
     let mut scored = b.logprobs(&gather, b.view(&hn), w[ix.lm_head], cfg.vocab_size, h, save, m.mp);
     let tape = save.then(|| Tape {
         attn,
         precision: m.mp,
+        temperature,
         tokens: tokens.to_vec(),
         layers: saved,
         x_final: x,
@@ -146,7 +180,8 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T]) -
     let mp = tape.precision;
     let mut grads: Vec<Option<B::Buf>> = (0..m.w.len()).map(|_| None).collect();
 
-    let hn = b.rms_norm(b.view(&tape.x_final), w[ix.norm], eps);
+    let tempered = tempered_norm(m, tape.temperature);
+    let hn = final_norm(m, &tape.x_final, tempered.as_ref());
     let mut dhn = b.zeros(n * h);
     let mut dhead = b.zeros(vocab * h);
     let kept = tape.logits.lock().ok().and_then(|mut l| l.take());
@@ -154,7 +189,15 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T]) -
     drop(hn);
     // dx: the gradient of the residual stream, walked back through the layers in place.
     let mut dx = b.zeros(n * h);
-    grads[ix.norm] = Some(b.rms_norm_backward(b.view(&tape.x_final), w[ix.norm], b.view(&dhn), eps, b.view_mut(&mut dx), false));
+    grads[ix.norm] = Some(match &tempered {
+        // The gradient of the tempered weight w / T; the weight's own is 1/T of it.
+        Some(wt) => {
+            let g = b.rms_norm_backward(b.view(&tape.x_final), b.view(wt), b.view(&dhn), eps, b.view_mut(&mut dx), false);
+            let t = B::T::of(tape.temperature);
+            b.upload(&b.download(b.view(&g)).into_iter().map(|x| x / t).collect::<Vec<_>>())
+        }
+        None => b.rms_norm_backward(b.view(&tape.x_final), w[ix.norm], b.view(&dhn), eps, b.view_mut(&mut dx), false),
+    });
     drop(dhn);
 
     for (li, s) in tape.layers.iter().enumerate().rev() {

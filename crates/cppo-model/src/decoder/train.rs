@@ -179,11 +179,11 @@ impl Decoder {
         }
         let (raw, entropy, tape) = match self.dtype() {
             DType::F32 => with_ctx!(self, f32, |m| {
-                let (s, t) = tape::forward(&m, tokens, layout, gather, save)?;
+                let (s, t) = tape::forward(&m, tokens, layout, gather, save, self.temperature)?;
                 (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(|t| AnyTape::F32(held(t))))
             }),
             DType::F64 => with_ctx!(self, f64, |m| {
-                let (s, t) = tape::forward(&m, tokens, layout, gather, save)?;
+                let (s, t) = tape::forward(&m, tokens, layout, gather, save, self.temperature)?;
                 (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(|t| AnyTape::F64(held(t))))
             }),
             other => return Err(DecoderError::BadInput(format!("unsupported compute dtype {other:?}"))),
