@@ -532,7 +532,7 @@ fn logprob_case<B: Host<f64>>(b: &B) {
                 vocab,
                 width,
                 &mut dh,
-                &mut dhead,
+                Some(&mut dhead),
                 Precision::F32,
             );
             assert_grad(
