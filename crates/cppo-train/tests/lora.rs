@@ -161,3 +161,27 @@ fn bad_lora_settings_are_errors_naming_the_key() {
     let e = format!("{:#}", Trainer::new(cfg, false).err().unwrap());
     assert!(e.contains("lora.r = 100000") && e.contains("model.layers.N."), "{e}");
 }
+
+#[test]
+fn lora_trains_under_other_strategies_estimators_and_losses() {
+    let arms: [(&str, &[&str]); 3] = [
+        ("cppo-alloc", &["rollout.strategy={ kind = \"cppo\", pruning_rate = 0.75 }", "rollout.allocation=true"]),
+        ("pods-mu2", &["rollout.strategy={ kind = \"pods-max-variance\", m = 2 }", "loss.num_iterations=2"]),
+        (
+            "dapo-dr",
+            &["loss.beta=0.0", "loss.epsilon_high=0.28", "loss.aggregation=\"token-mean\"", "rollout.estimator={ kind = \"dr-grpo\" }"],
+        ),
+    ];
+    for (name, extra) in arms {
+        let mut t = Trainer::new(lora_config(name, extra), false).unwrap();
+        assert_eq!(t.reference.is_some(), t.cfg.loss.beta > 0.0, "{name}");
+        let base0 = flat(&t.policy.to_weights().unwrap());
+        let adapters0 = flat(&t.policy.adapter_weights().unwrap());
+        for _ in 0..2 {
+            let m = t.train_step(|_| {}).unwrap().metrics;
+            assert!(m.loss.is_finite(), "{name}: loss {}", m.loss);
+        }
+        assert_eq!(flat(&t.policy.to_weights().unwrap()), base0, "{name}: the base moved");
+        assert_ne!(flat(&t.policy.adapter_weights().unwrap()), adapters0, "{name}: the adapters did not move");
+    }
+}
