@@ -93,12 +93,13 @@ pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shape: Shape, seed: u64) -
         let step = i as u64 + 1;
         let t0 = Instant::now();
         let run = dec.tape_on_weights(b, &w, &groups, &dlogp)?;
-        if let Some(last) = run.grads.last() {
+        if let Some(last) = run.grads.iter().flatten().last() {
             sync(last);
         }
         let t1 = Instant::now();
         let s = AdamWStep { lr: 1e-6, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step, grad_scale: 1.0 };
         for ((p, (m, v)), gr) in w.bufs.iter_mut().zip(moments.iter_mut()).zip(&run.grads) {
+            let Some(gr) = gr else { continue };
             b.adamw(b.view_mut(p), b.view(gr), b.view_mut(m), b.view_mut(v), &s);
         }
         if let Some(last) = w.bufs.last() {

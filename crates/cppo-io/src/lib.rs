@@ -16,6 +16,7 @@ pub mod fetch;
 pub mod gguf;
 pub mod hf;
 pub mod load;
+pub mod peft;
 pub mod tokenizer;
 pub mod writer;
 

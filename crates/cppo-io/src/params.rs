@@ -33,6 +33,33 @@ pub enum ParamKind {
     Norm,
     /// The output projection (absent when tied to the embedding).
     LmHead,
+    /// One factor of a LoRA adapter on a linear layer's weight (`ModelConfig::lora_params`).
+    Lora(usize, LayerParam, LoraFactor),
+}
+
+/// The two factors of a LoRA adapter on `W (out, in)`: `y = W x + s B (A x)` with `A (r, in)` and
+/// `B (out, r)`, as PEFT stores them (`lora_A.weight`, `lora_B.weight`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoraFactor {
+    A,
+    B,
+}
+
+impl LoraFactor {
+    pub fn peft_name(self) -> &'static str {
+        match self {
+            LoraFactor::A => "lora_A",
+            LoraFactor::B => "lora_B",
+        }
+    }
+
+    /// The factor's shape for rank `r` on a weight shaped `[out, in]`.
+    pub fn shape(self, r: usize, weight: &[usize]) -> Vec<usize> {
+        match self {
+            LoraFactor::A => vec![r, weight[1]],
+            LoraFactor::B => vec![weight[0], r],
+        }
+    }
 }
 
 impl LayerParam {
@@ -133,6 +160,21 @@ impl LayerParam {
             _ => None,
         }
     }
+
+    /// The linear layer PEFT calls `module` (`q_proj`, ..., `down_proj`).
+    pub fn of_module(module: &str) -> Option<LayerParam> {
+        LayerParam::ALL.into_iter().find(|p| p.linear_module() == Some(module))
+    }
+
+    /// The linear layers LoRA may adapt, in the decoder's order.
+    pub fn linear() -> impl Iterator<Item = LayerParam> {
+        LayerParam::ALL.into_iter().filter(|p| p.linear_module().is_some())
+    }
+
+    /// The module's path inside `model.layers.N.` (`self_attn.q_proj`).
+    fn module_path(self) -> &'static str {
+        self.hf_suffix().strip_suffix(".weight").unwrap_or(self.hf_suffix())
+    }
 }
 
 pub const EMBED: &str = "model.embed_tokens.weight";
@@ -166,6 +208,7 @@ impl ParamKind {
             ParamKind::Layer(i, p) => layer_name(i, p),
             ParamKind::Norm => NORM.into(),
             ParamKind::LmHead => LM_HEAD.into(),
+            ParamKind::Lora(i, p, f) => format!("model.layers.{i}.{}.{}.weight", p.module_path(), f.peft_name()),
         }
     }
 
@@ -176,6 +219,7 @@ impl ParamKind {
             ParamKind::Layer(i, p) => format!("blk.{i}.{}", p.gguf_suffix()),
             ParamKind::Norm => "output_norm.weight".into(),
             ParamKind::LmHead => "output.weight".into(),
+            ParamKind::Lora(i, p, f) => format!("blk.{i}.{}.{}", p.gguf_suffix(), if f == LoraFactor::A { "lora_a" } else { "lora_b" }),
         }
     }
 }
@@ -199,6 +243,21 @@ impl ModelConfig {
         out
     }
 
+    /// The adapter factors of LoRA with rank `r` on the linear layers `targets` of every layer, in the
+    /// decoder's order after `params()`: per layer, per target in `LayerParam::ALL` order, A then B.
+    pub fn lora_params(&self, r: usize, targets: &[LayerParam]) -> Vec<ParamSpec> {
+        let mut out = Vec::new();
+        for i in 0..self.num_hidden_layers {
+            for p in LayerParam::linear().filter(|p| targets.contains(p)) {
+                for f in [LoraFactor::A, LoraFactor::B] {
+                    let kind = ParamKind::Lora(i, p, f);
+                    out.push(ParamSpec { name: kind.name(), kind, shape: f.shape(r, &p.shape(self)) });
+                }
+            }
+        }
+        out
+    }
+
     /// `params()` by name.
     pub fn expected_tensor_shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
         self.params().into_iter().map(|p| (p.name, p.shape)).collect()
@@ -216,7 +275,16 @@ pub fn kind_of_name(name: &str) -> Option<ParamKind> {
     let rest = name.strip_prefix("model.layers.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer = layer.parse().ok()?;
-    LayerParam::ALL.into_iter().find(|p| p.hf_suffix() == suffix).map(|p| ParamKind::Layer(layer, p))
+    if let Some(kind) = LayerParam::ALL.into_iter().find(|p| p.hf_suffix() == suffix).map(|p| ParamKind::Layer(layer, p)) {
+        return Some(kind);
+    }
+    let module = suffix.strip_suffix(".weight")?;
+    for f in [LoraFactor::A, LoraFactor::B] {
+        if let Some(path) = module.strip_suffix(f.peft_name()).and_then(|m| m.strip_suffix('.')) {
+            return LayerParam::linear().find(|p| p.module_path() == path).map(|p| ParamKind::Lora(layer, p, f));
+        }
+    }
+    None
 }
 
 /// The parameter a llama.cpp name stands for, if any.
@@ -230,7 +298,16 @@ pub fn kind_of_gguf_name(name: &str) -> Option<ParamKind> {
     let rest = name.strip_prefix("blk.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer = layer.parse().ok()?;
-    LayerParam::ALL.into_iter().find(|p| p.gguf_suffix() == suffix).map(|p| ParamKind::Layer(layer, p))
+    if let Some(kind) = LayerParam::ALL.into_iter().find(|p| p.gguf_suffix() == suffix).map(|p| ParamKind::Layer(layer, p)) {
+        return Some(kind);
+    }
+    let (weight, factor) = suffix.rsplit_once('.')?;
+    let f = match factor {
+        "lora_a" => LoraFactor::A,
+        "lora_b" => LoraFactor::B,
+        _ => return None,
+    };
+    LayerParam::linear().find(|p| p.gguf_suffix() == weight).map(|p| ParamKind::Lora(layer, p, f))
 }
 
 #[cfg(test)]
@@ -252,6 +329,15 @@ mod tests {
             assert_eq!(names.len(), params.len(), "names are unique");
         }
         assert_eq!(kind_of_name("model.layers.x.mlp.up_proj.weight"), None);
+        let all: Vec<LayerParam> = LayerParam::linear().collect();
+        let lora = ModelConfig::tiny(Architecture::Llama).lora_params(2, &all);
+        assert_eq!(lora.len(), ModelConfig::tiny(Architecture::Llama).num_hidden_layers * 7 * 2);
+        for p in &lora {
+            assert_eq!(kind_of_name(&p.name), Some(p.kind), "{}", p.name);
+            assert_eq!(kind_of_gguf_name(&p.kind.gguf_name()), Some(p.kind), "{}", p.name);
+        }
+        assert_eq!(lora[0].name, "model.layers.0.self_attn.q_proj.lora_A.weight");
+        assert_eq!(kind_of_name("model.layers.0.self_attn.q_norm.lora_A.weight"), None);
         assert_eq!(kind_of_gguf_name("blk.0.attn_qkv.weight"), None);
     }
 

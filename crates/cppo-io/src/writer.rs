@@ -67,11 +67,41 @@ pub fn convert_gguf(gguf: &Path, out: &Path) -> Result<()> {
 }
 
 fn replaceable(dir: &Path) -> Result<bool> {
+    replaceable_with(dir, "config.json")
+}
+
+/// Whether `dir` is empty or holds `marker` (a directory of the kind about to replace it).
+fn replaceable_with(dir: &Path, marker: &str) -> Result<bool> {
     if !dir.is_dir() {
         return Ok(false);
     }
     let mut entries = std::fs::read_dir(dir).map_err(|e| ModelIoError::io(dir, e))?;
-    Ok(entries.next().is_none() || dir.join("config.json").is_file())
+    Ok(entries.next().is_none() || dir.join(marker).is_file())
+}
+
+/// Builds a directory with `fill` beside `dir` and renames it into place; an existing `dir` is replaced
+/// only if it is empty or holds `marker`.
+pub(crate) fn write_dir_atomic(dir: &Path, marker: &str, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let name = dir
+        .file_name()
+        .ok_or_else(|| ModelIoError::invalid(dir, "path", "needs a final directory name"))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if dir.exists() && !replaceable_with(dir, marker)? {
+        return Err(ModelIoError::invalid(dir, "path", format!("exists and is neither empty nor holds {marker}; refusing to replace it")));
+    }
+    std::fs::create_dir_all(&parent).map_err(|e| ModelIoError::io(&parent, e))?;
+    let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
+    std::fs::create_dir(&tmp).map_err(|e| ModelIoError::io(&tmp, e))?;
+    let written = fill(&tmp).and_then(|()| swap_into_place(&tmp, dir));
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    written
 }
 
 fn unique_suffix() -> String {

@@ -226,7 +226,7 @@ pub trait Backend: Send + Sync {
         p: Precision,
     ) -> Scored<Self>;
     /// Given `dlogp` (host, in the gather's output layout): `dh (+)=` into the hidden rows and `dhead`
-    /// overwritten.
+    /// overwritten; with no `dhead` (a frozen output projection) its product is never computed.
     #[allow(clippy::too_many_arguments)]
     fn logprobs_backward(
         &self,
@@ -239,7 +239,7 @@ pub trait Backend: Send + Sync {
         vocab: usize,
         width: usize,
         dh: Self::ViewMut<'_>,
-        dhead: Self::ViewMut<'_>,
+        dhead: Option<Self::ViewMut<'_>>,
         p: Precision,
     );
 
@@ -294,4 +294,14 @@ pub trait Backend: Send + Sync {
     fn sum_squares(&self, x: Self::View<'_>) -> f64;
     /// `dst += src`.
     fn add_into(&self, dst: Self::ViewMut<'_>, src: Self::View<'_>);
+    /// `s * x` as a new buffer (a LoRA adapter's scaling, on its rank-wide activations). The default
+    /// goes through the host, which is free for host backends; a device backend may override it.
+    fn scaled(&self, x: Self::View<'_>, s: f64) -> Self::Buf {
+        let mut h = self.download(x);
+        let s = <Self::T as crate::Float>::of(s);
+        for v in h.iter_mut() {
+            *v = *v * s;
+        }
+        self.upload(&h)
+    }
 }

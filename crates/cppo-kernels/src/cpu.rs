@@ -244,7 +244,7 @@ impl<T: Float> Backend for Cpu<T> {
         vocab: usize,
         width: usize,
         dh: &mut [T],
-        dhead: &mut [T],
+        dhead: Option<&mut [T]>,
         p: Precision,
     ) {
         logprob::backward_into(
@@ -257,7 +257,7 @@ impl<T: Float> Backend for Cpu<T> {
             vocab,
             width,
             Some(dh),
-            Some(dhead),
+            dhead,
             p,
         );
     }

@@ -496,7 +496,7 @@ impl<T: Float> Backend for Reference<T> {
         vocab: usize,
         width: usize,
         dh: &mut [T],
-        dhead: &mut [T],
+        dhead: Option<&mut [T]>,
         p: Precision,
     ) {
         let mut dw = vec![0f64; vocab * width];
@@ -529,8 +529,10 @@ impl<T: Float> Backend for Reference<T> {
                 }
             }
         }
-        for (d, s) in dhead.iter_mut().zip(dw) {
-            *d = T::of(s);
+        if let Some(dhead) = dhead {
+            for (d, s) in dhead.iter_mut().zip(dw) {
+                *d = T::of(s);
+            }
         }
     }
 

@@ -5,5 +5,5 @@
 pub mod decoder;
 pub mod kv_cache;
 
-pub use decoder::{sequence_fingerprint, CompletionLogProbs, Decoder, DecoderError, RolloutWeights, TapeRun};
+pub use decoder::{sequence_fingerprint, CompletionLogProbs, Decoder, DecoderError, LoraSpec, RolloutWeights, TapeRun};
 pub use kv_cache::KvCache;

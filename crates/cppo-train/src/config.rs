@@ -41,6 +41,9 @@ pub struct TrainConfig {
     pub train: LoopSection,
     #[serde(default)]
     pub eval: EvalSection,
+    /// Train LoRA adapters on a frozen base instead of every weight; absent: full fine-tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraSection>,
 }
 
 fn default_rewards() -> std::collections::BTreeMap<String, f64> {
@@ -312,6 +315,88 @@ impl Default for EvalSection {
     }
 }
 
+/// `[lora]`: PEFT's `LoraConfig` settings, with its defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoraSection {
+    /// The rank r of every adapter.
+    pub r: usize,
+    /// PEFT's `lora_alpha`: adapters are scaled by `alpha / r` (`alpha / sqrt(r)` with `use_rslora`).
+    pub alpha: f64,
+    /// Dropout on the adapters' input; only 0 is implemented.
+    pub dropout: f64,
+    /// The adapted linear layers by PEFT's names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`,
+    /// `up_proj`, `down_proj`), or "all-linear" for all seven (never the output projection, as in PEFT).
+    pub target_modules: TargetModules,
+    pub use_rslora: bool,
+}
+
+/// PEFT's defaults (r = 8, alpha = 8, no dropout); its default targets for Llama and Qwen are q and v.
+impl Default for LoraSection {
+    fn default() -> Self {
+        LoraSection { r: 8, alpha: 8.0, dropout: 0.0, target_modules: TargetModules::List(vec!["q_proj".into(), "v_proj".into()]), use_rslora: false }
+    }
+}
+
+/// `target_modules`: a list of module names or one string ("all-linear", or a single module name).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TargetModules {
+    One(String),
+    List(Vec<String>),
+}
+
+/// The names `target_modules` accepts, besides "all-linear".
+pub fn lora_module_names() -> Vec<&'static str> {
+    cppo_io::LayerParam::linear().filter_map(|p| p.linear_module()).collect()
+}
+
+impl LoraSection {
+    /// The adapted layers, checked: each name known, none twice.
+    pub fn targets(&self) -> Result<Vec<cppo_io::LayerParam>> {
+        let names: Vec<&str> = match &self.target_modules {
+            TargetModules::One(s) if s == "all-linear" => return Ok(cppo_io::LayerParam::linear().collect()),
+            TargetModules::One(s) => vec![s.as_str()],
+            TargetModules::List(v) => v.iter().map(|s| s.as_str()).collect(),
+        };
+        if names.is_empty() {
+            bail!("lora.target_modules is empty: name at least one of {} or \"all-linear\"", lora_module_names().join(", "));
+        }
+        let mut out = Vec::new();
+        for n in names {
+            let Some(p) = cppo_io::LayerParam::of_module(n) else {
+                bail!("lora.target_modules: unknown module `{n}`; the decoder's linear layers are {} (or \"all-linear\")", lora_module_names().join(", "));
+            };
+            if out.contains(&p) {
+                bail!("lora.target_modules names `{n}` twice");
+            }
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    /// The decoder's view of these settings (after `validate`).
+    pub fn spec(&self) -> Result<cppo_model::LoraSpec> {
+        Ok(cppo_model::LoraSpec { r: self.r, alpha: self.alpha, use_rslora: self.use_rslora, targets: self.targets()? })
+    }
+
+    /// What can be checked without the model (the rank against the matrices is checked when the
+    /// model is loaded).
+    pub fn validate(&self) -> Result<()> {
+        if self.r == 0 {
+            bail!("lora.r = 0: the rank must be at least 1");
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            bail!("lora.alpha = {} must be > 0", self.alpha);
+        }
+        if self.dropout != 0.0 {
+            bail!("lora.dropout = {}: dropout on the adapters is not implemented yet; use 0", self.dropout);
+        }
+        self.targets()?;
+        Ok(())
+    }
+}
+
 impl TrainConfig {
     /// Reads a TOML file and applies `key=value` overrides (`rollout.num_generations=8`,
     /// `rollout.strategy={ kind = "cppo", pruning_rate = 0.5 }`), then checks every value.
@@ -449,6 +534,9 @@ impl TrainConfig {
         }
         if self.data.template != "custom" && (self.data.system.is_some() || self.data.user.is_some()) {
             bail!("data.system / data.user need data.template = \"custom\"");
+        }
+        if let Some(lora) = &self.lora {
+            lora.validate()?;
         }
         Ok(())
     }

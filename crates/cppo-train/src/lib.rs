@@ -4,6 +4,7 @@ pub mod optim;
 pub mod schedule;
 pub mod config;
 pub mod loss;
+pub mod lora;
 pub mod fsutil;
 pub mod metrics;
 pub mod tensorboard;

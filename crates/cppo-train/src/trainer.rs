@@ -126,27 +126,50 @@ impl Trainer {
                 .map_err(|_| anyhow::anyhow!("--resume: {} holds no checkpoint and no config.toml: there is no run to resume", out.display()))?;
             check_resumable(&text, &cfg, &out)?;
         }
-        let model_path = match &latest {
-            Some(dir) => dir.join(checkpoint::MODEL_DIR),
-            None => resolve_model_path(&cfg.model.path)?,
+        let lora = cfg.lora.as_ref().map(|l| l.spec()).transpose()?;
+        // A LoRA checkpoint holds only the adapters: the base always comes from model.path.
+        let model_path = match (&latest, &lora) {
+            (Some(dir), None) => dir.join(checkpoint::MODEL_DIR),
+            _ => resolve_model_path(&cfg.model.path)?,
         };
         let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
         let mp = cfg.optim.matmul_precision.for_update();
         // Every log-prob of the loss (policy, old policy, reference) is taken at the sampling temperature.
         let temp = cfg.logprob_temperature();
-        let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?;
-        // The reference is the initial policy, frozen; with beta = 0 it is never built.
-        let reference = if cfg.loss.beta > 0.0 {
-            let ref_path = resolve_model_path(&cfg.model.path)?;
-            if latest.is_some() {
-                let initial = cppo_io::load_model(&ref_path, dtype, &device)?;
-                Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?)
-            } else {
-                Some(policy.frozen_copy()?)
+        let (policy, reference) = match &lora {
+            None => {
+                let policy = Decoder::new(&loaded.config, &loaded.weights, true, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?;
+                // The reference is the initial policy, frozen; with beta = 0 it is never built.
+                let reference = if cfg.loss.beta > 0.0 {
+                    let ref_path = resolve_model_path(&cfg.model.path)?;
+                    if latest.is_some() {
+                        let initial = cppo_io::load_model(&ref_path, dtype, &device)?;
+                        Some(Decoder::new(&initial.config, &initial.weights, false, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?)
+                    } else {
+                        Some(policy.frozen_copy()?)
+                    }
+                } else {
+                    None
+                };
+                (policy, reference)
             }
-        } else {
-            None
+            Some(spec) => {
+                let base = Decoder::new(&loaded.config, &loaded.weights, false, &device)?.with_matmul_precision(mp).with_logprob_temperature(temp)?;
+                let policy = match &latest {
+                    Some(dir) => {
+                        let adapter_dir = dir.join(checkpoint::MODEL_DIR);
+                        let (_, adapters) = cppo_io::peft::load_peft_adapter(&adapter_dir)
+                            .with_context(|| format!("--resume: cannot read the adapter in {}", adapter_dir.display()))?;
+                        base.with_lora_weights(spec.clone(), &adapters, true)
+                            .with_context(|| format!("--resume: the adapter in {}", adapter_dir.display()))?
+                    }
+                    None => base.with_lora(spec.clone(), cfg.seed)?,
+                };
+                // The reference is the base: the policy with its adapters switched off, no second copy.
+                let reference = (cfg.loss.beta > 0.0).then(|| policy.without_adapters());
+                (policy, reference)
+            }
         };
         let template = match cfg.data.template.as_str() {
             "custom" => PromptTemplate::new(cfg.data.system.clone(), cfg.data.user.clone().unwrap_or_else(|| "{question}".into()))
@@ -478,11 +501,22 @@ impl Trainer {
         )
     }
 
-    /// Writes the current policy as a Hugging Face directory (f32).
+    /// Writes the current policy as a Hugging Face directory (f32); with LoRA, its adapters in PEFT's
+    /// format (`adapter_config.json`, `adapter_model.safetensors`).
     pub fn save_model(&self, dir: &Path) -> Result<()> {
+        if let Some(lora) = &self.cfg.lora {
+            let settings = crate::lora::peft_settings(lora, &self.cfg.model.path)?;
+            cppo_io::peft::save_peft_adapter(dir, &settings, &self.policy.adapter_weights()?)?;
+            return Ok(());
+        }
         let weights = self.policy.to_weights()?;
         cppo_io::save_hf(dir, &self.model_config, &weights, &self.tokenizer, DType::F32)?;
         Ok(())
+    }
+
+    /// Where `cppo train` writes the final model: `OUT/model`, or `OUT/adapter` for LoRA.
+    pub fn final_model_dir(&self) -> PathBuf {
+        self.out.join(if self.cfg.lora.is_some() { "adapter" } else { "model" })
     }
 
     pub fn device(&self) -> &Device {

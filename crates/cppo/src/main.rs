@@ -105,6 +105,17 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Merge a LoRA adapter (PEFT's format) into its base: writes a plain Hugging Face model.
+    Merge {
+        /// The base model's Hugging Face directory.
+        #[arg(long)]
+        base: PathBuf,
+        /// The adapter directory (adapter_config.json + adapter_model.safetensors).
+        #[arg(long)]
+        adapter: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Grade model responses: JSON lines {"response", "answer"} in, one {"correct", "extracted", "reward"} out per line.
     Grade {
         /// Which grader: `gsm8k` (numeric answers) or `math` (LaTeX answers up to equivalence).
@@ -140,6 +151,12 @@ enum BenchCommand {
         /// Runs of each step; every phase is reported as its median.
         #[arg(long, default_value_t = 3)]
         repeats: usize,
+        /// Instead: the same update as LoRA (all linear layers) and as full fine-tuning, side by side.
+        #[arg(long)]
+        lora: bool,
+        /// The rank of `--lora`.
+        #[arg(long, default_value_t = 16)]
+        lora_r: usize,
     },
 }
 
@@ -148,6 +165,9 @@ struct EvalCli {
     /// A Hugging Face model directory, a .gguf file, a Hub id (org/name[@revision]), or `smollm2-135m-instruct`.
     #[arg(long)]
     model: String,
+    /// A LoRA adapter directory (adapter_config.json + adapter_model.safetensors) to run on the model.
+    #[arg(long)]
+    adapter: Option<PathBuf>,
     /// gsm8k | math500 | amc23 | aime24 | any dataset name | hub:org/name[:config][:split] | a .jsonl or .parquet file.
     #[arg(long)]
     data: String,
@@ -186,6 +206,9 @@ struct EvalCli {
 struct GenerateCli {
     #[arg(long)]
     model: String,
+    /// A LoRA adapter directory (adapter_config.json + adapter_model.safetensors) to run on the model.
+    #[arg(long)]
+    adapter: Option<PathBuf>,
     #[arg(long, conflicts_with = "input")]
     prompt: Option<String>,
     /// JSON lines with "prompt" (and optional "system") or "messages".
@@ -264,7 +287,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
             print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());
         }
-        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats } } => {
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: true, lora_r } } => {
+            print!("{}", commands::bench_lora::bench_step_lora(&model, max_new_tokens, repeats, lora_r)?.table());
+        }
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: false, .. } } => {
             print!("{}", commands::bench::bench_step(&model, max_new_tokens, repeats)?.table());
         }
         Command::Eval(a) => {
@@ -280,6 +306,7 @@ fn main() -> anyhow::Result<()> {
             };
             let args = commands::eval::EvalArgs {
                 model: a.model,
+                adapter: a.adapter,
                 data: a.data,
                 limit: a.limit,
                 template: a.template,
@@ -305,7 +332,7 @@ fn main() -> anyhow::Result<()> {
                 max_new_tokens: g.max_new_tokens,
                 stop: g.stop,
             };
-            let args = commands::generate::GenerateArgs { model: g.model, prompts, n: g.n, params, seed: g.seed, max_batch: g.max_batch };
+            let args = commands::generate::GenerateArgs { model: g.model, adapter: g.adapter, prompts, n: g.n, params, seed: g.seed, max_batch: g.max_batch };
             let results = commands::generate::run(&args)?;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -314,6 +341,10 @@ fn main() -> anyhow::Result<()> {
         Command::Selftest { device, seed, bench } => selftest(&device, seed, bench.as_deref())?,
         Command::Convert { gguf, out } => {
             cppo_io::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
+            eprintln!("wrote {}", out.display());
+        }
+        Command::Merge { base, adapter, out } => {
+            cppo_train::lora::merge(&base, &adapter, &out)?;
             eprintln!("wrote {}", out.display());
         }
         Command::Grade { task, input, explain } => {

@@ -100,19 +100,24 @@ pub(crate) fn backward<D: DeviceSide>(
     vocab: usize,
     width: usize,
     dh: Buf,
-    dhead: Buf,
+    dhead: Option<Buf>,
     p: Precision,
 ) -> Result<()> {
     const OP: &str = "logprobs_backward";
     let t = tables(c, g, h, head, vocab, width)?;
-    dhead.need(OP, "dhead", &[DType::F32], vocab * width)?;
+    if let Some(dhead) = dhead {
+        dhead.need(OP, "dhead", &[DType::F32], vocab * width)?;
+    }
     lse.need(OP, "lse", &[DType::F32], t.slots)?;
     if dlogp.len() < t.out_len {
         return Err(Error::shape(OP, format!("{} output gradients for an output of {}", dlogp.len(), t.out_len)));
     }
     if t.slots == 0 {
         // No scored row: the head's gradient is zero (it is overwritten), dh unchanged.
-        return ops::elementwise::fill(&mut *c.d, &c.t, dhead, 0.0, vocab * width);
+        return match dhead {
+            Some(dhead) => ops::elementwise::fill(&mut *c.d, &c.t, dhead, 0.0, vocab * width),
+            None => Ok(()),
+        };
     }
     let gout = c.upload_f32(&dlogp[..t.out_len])?;
     let dhs = c.zeros(t.slots * width)?;
@@ -131,8 +136,11 @@ pub(crate) fn backward<D: DeviceSide>(
         let w = head.slice(v0 * width, n * width)?;
         // dh_s += dz (slots x n) w (n x width); dhead[v0..] = dz^T (n x slots) hs (slots x width).
         product(c, t.slots, width, n, (dz.buf(), Operand { trans: false, ld: n }), (w, Operand { trans: false, ld: width }), dhs.buf(), true, p)?;
-        let dw = dhead.slice(v0 * width, n * width)?;
-        product(c, n, width, t.slots, (dz.buf(), Operand { trans: true, ld: n }), (t.hs.buf(), Operand { trans: false, ld: width }), dw, false, p)?;
+        // A frozen head (LoRA) gets no weight-gradient product.
+        if let Some(dhead) = dhead {
+            let dw = dhead.slice(v0 * width, n * width)?;
+            product(c, n, width, t.slots, (dz.buf(), Operand { trans: true, ld: n }), (t.hs.buf(), Operand { trans: false, ld: width }), dw, false, p)?;
+        }
         v0 += n;
     }
     // The scored rows' gradients into their hidden rows (a row scored twice gets both).

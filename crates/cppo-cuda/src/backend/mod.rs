@@ -423,10 +423,10 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
         vocab: usize,
         width: usize,
         dh: ViewMut<'_>,
-        dhead: ViewMut<'_>,
+        dhead: Option<ViewMut<'_>>,
         p: Precision,
     ) {
-        self.run("logprobs_backward", |c| logprob::backward(c, g, kept, lse.buf, h.buf, head.buf, dlogp, vocab, width, dh.buf, dhead.buf, p))
+        self.run("logprobs_backward", |c| logprob::backward(c, g, kept, lse.buf, h.buf, head.buf, dlogp, vocab, width, dh.buf, dhead.map(|d| d.buf), p))
     }
 
     fn rope(&self, x: ViewMut<'_>, heads: usize, positions: &[usize], table: &RopeTable) {

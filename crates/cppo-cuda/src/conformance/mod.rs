@@ -272,8 +272,8 @@ fn logprobs<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Repor
         let dh0 = g.values(rows * width, 1.0);
         let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
         let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
-        b.logprobs_backward(&gather, bs.logits, b.view(&bs.lse), b.view(&bh), b.view(&bhead), &dlogp, vocab, width, b.view_mut(&mut bdh), b.view_mut(&mut bdw), p);
-        c.logprobs_backward(&gather, cs.logits, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, &mut cdw, p);
+        b.logprobs_backward(&gather, bs.logits, b.view(&bs.lse), b.view(&bh), b.view(&bhead), &dlogp, vocab, width, b.view_mut(&mut bdh), Some(b.view_mut(&mut bdw)), p);
+        c.logprobs_backward(&gather, cs.logits, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, Some(&mut cdw), p);
         r.compare(&format!("logprobs_backward dh ({what})"), &down(b, &bdh), &cdh, rel);
         r.compare(&format!("logprobs_backward dhead ({what})"), &down(b, &bdw), &cdw, rel);
     }

@@ -17,8 +17,9 @@ use super::{Ctx, Decoder};
 
 /// A forward pass's tape, held until candle's backward pass asks for the weight gradients.
 pub(crate) trait TapeBackward<T>: Send + Sync {
-    /// The gradient of every weight (in parameter order) given the gradient of the scored output.
-    fn backward(&self, dec: &Decoder, dlogp: &[T]) -> Result<Vec<Vec<T>>>;
+    /// The gradient of every trainable weight (indexed like the parameters, `None` for frozen ones)
+    /// given the gradient of the scored output.
+    fn backward(&self, dec: &Decoder, dlogp: &[T]) -> Result<Vec<Option<Vec<T>>>>;
 }
 
 pub(crate) struct Held<B: Backend> {
@@ -37,12 +38,12 @@ where
 macro_rules! held_backward {
     ($B:ty, $T:ty) => {
         impl TapeBackward<$T> for Held<$B> {
-            fn backward(&self, dec: &Decoder, dlogp: &[$T]) -> Result<Vec<Vec<$T>>> {
+            fn backward(&self, dec: &Decoder, dlogp: &[$T]) -> Result<Vec<Option<Vec<$T>>>> {
                 let guards = dec.weight_guards();
                 let w: Vec<&[$T]> = guards.iter().map(|g| g.get::<$T>()).collect::<Result<_>>()?;
                 let b = <$B>::new();
-                let m = Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul };
-                Ok(tape::backward(&m, &self.tape, dlogp))
+                let m = Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale() };
+                Ok(tape::backward(&m, &self.tape, dlogp, &dec.trainable_mask()))
             }
         }
     };
@@ -67,18 +68,18 @@ struct Chain {
 impl Chain {
     fn run_backward(&self, gout: &Tensor) -> Result<()> {
         let params = &self.dec.params;
-        let grads: Vec<Tensor> = match &self.tape {
+        let grads: Vec<Option<Tensor>> = match &self.tape {
             AnyTape::F32(t) => {
                 let g = with_slice::<f32, _>(gout, |g| t.backward(&self.dec, g))??;
-                g.into_iter().zip(params).map(|(g, p)| Tensor::from_vec(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
+                g.into_iter().zip(params).map(|(g, p)| g.map(|g| Tensor::from_vec(g, p.t.shape(), p.t.device())).transpose()).collect::<Result<_>>()?
             }
             AnyTape::F64(t) => {
                 let g = with_slice::<f64, _>(gout, |g| t.backward(&self.dec, g))??;
-                g.into_iter().zip(params).map(|(g, p)| Tensor::from_vec(g, p.t.shape(), p.t.device())).collect::<Result<_>>()?
+                g.into_iter().zip(params).map(|(g, p)| g.map(|g| Tensor::from_vec(g, p.t.shape(), p.t.device())).transpose()).collect::<Result<_>>()?
             }
         };
         let mut slot = self.grads.lock().map_err(|_| candle_core::Error::Msg("decoder backward: poisoned".into()))?;
-        *slot = grads.into_iter().map(Some).collect();
+        *slot = grads;
         Ok(())
     }
 
@@ -156,11 +157,13 @@ impl CustomOp3 for Link {
     }
 }
 
-/// `raw` (untracked) made differentiable with respect to every variable of `dec` through `tape`.
+/// `raw` (untracked) made differentiable with respect to every variable of `dec` through `tape`
+/// (frozen weights are not linked: nothing computes or carries a gradient for them).
 pub(crate) fn attach(dec: &Decoder, tape: AnyTape, raw: Tensor) -> Result<Tensor> {
-    let vars: Vec<Tensor> = dec.params.iter().map(|p| p.t.clone()).collect();
-    if vars.is_empty() || !vars.iter().all(|v| v.is_variable()) {
-        bail!("decoder link: every weight must be a variable");
+    // (position among the parameters, tensor) of each variable.
+    let vars: Vec<(usize, Tensor)> = dec.params.iter().enumerate().filter(|(_, p)| p.var.is_some()).map(|(i, p)| (i, p.t.clone())).collect();
+    if vars.is_empty() || !vars.iter().all(|(_, v)| v.is_variable()) {
+        bail!("decoder link: no trainable weight to link");
     }
     match (&tape, raw.dtype()) {
         (AnyTape::F32(_), DType::F32) | (AnyTape::F64(_), DType::F64) => {}
@@ -170,16 +173,17 @@ pub(crate) fn attach(dec: &Decoder, tape: AnyTape, raw: Tensor) -> Result<Tensor
     let links = vars.len().div_ceil(2);
     let mut out = raw;
     for j in 0..links {
+        let second = vars.get(2 * j + 1);
         let link = Link {
             chain: chain.clone(),
-            first: 2 * j,
-            second: (2 * j + 1 < vars.len()).then_some(2 * j + 1),
+            first: vars[2 * j].0,
+            second: second.map(|v| v.0),
             outermost: j + 1 == links,
             innermost: j == 0,
         };
-        out = match link.second {
-            Some(i) => out.apply_op3(&vars[2 * j], &vars[i], link)?,
-            None => out.apply_op2(&vars[2 * j], link)?,
+        out = match second {
+            Some((_, t)) => out.apply_op3(&vars[2 * j].1, t, link)?,
+            None => out.apply_op2(&vars[2 * j].1, link)?,
         };
     }
     Ok(out)

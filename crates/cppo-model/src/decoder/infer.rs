@@ -5,7 +5,7 @@
 use cppo_io::params::LayerParam::*;
 use cppo_kernels::backend::{Backend, CacheLayout, CachedQuery, Product};
 
-use super::Ctx;
+use super::{adapter, Ctx};
 
 /// Where the new tokens go and what they see.
 pub(crate) struct Step<'a> {
@@ -56,6 +56,10 @@ pub(crate) fn run<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, tokens: &
                 product(w[at(K)], hw(at(K)), bias(KBias), kw, b.view_mut(&mut k)),
                 product(w[at(V)], hw(at(V)), bias(VBias), kw, b.view_mut(&mut v)),],
         );
+        // LoRA adapters run unmerged, in f32, next to the (possibly bf16) base products.
+        adapter::forward(m, li, Q, b.view(&hn), n, h, qw, b.view_mut(&mut q));
+        adapter::forward(m, li, K, b.view(&hn), n, h, kw, b.view_mut(&mut k));
+        adapter::forward(m, li, V, b.view(&hn), n, h, kw, b.view_mut(&mut v));
         if let (Some(qn), Some(kn)) = (ix.get(li, QNorm), ix.get(li, KNorm)) {
             q = b.rms_norm(b.view(&q), w[qn], eps);
             k = b.rms_norm(b.view(&k), w[kn], eps);
@@ -66,10 +70,14 @@ pub(crate) fn run<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, tokens: &
         b.cache_write(b.reborrow(ck), b.reborrow(cv), &cache.layout, b.view(&k), b.view(&v), &slots);
         b.cached_attention(b.view(&q), b.as_view(ck), b.as_view(cv), &cache.layout, heads, step.queries, b.view_mut(&mut out));
         b.project(b.view(&out), n, qw, &mut [Product { w: w[at(O)], half: hw(at(O)), bias: None, dout: h, y: b.view_mut(&mut x), add: true }]);
+        adapter::forward(m, li, O, b.view(&out), n, qw, h, b.view_mut(&mut x));
         let h2 = b.rms_norm(b.view(&x), w[at(PostNorm)], eps);
         b.project(b.view(&h2), n, h, &mut [product(w[at(Gate)], hw(at(Gate)), None, inter, b.view_mut(&mut gate)), product(w[at(Up)], hw(at(Up)), None, inter, b.view_mut(&mut up))]);
+        adapter::forward(m, li, Gate, b.view(&h2), n, h, inter, b.view_mut(&mut gate));
+        adapter::forward(m, li, Up, b.view(&h2), n, h, inter, b.view_mut(&mut up));
         let act = b.swiglu(b.view(&gate), b.view(&up));
         b.project(b.view(&act), n, inter, &mut [Product { w: w[at(Down)], half: hw(at(Down)), bias: None, dout: h, y: b.view_mut(&mut x), add: true }]);
+        adapter::forward(m, li, Down, b.view(&act), n, inter, h, b.view_mut(&mut x));
     }
     x
 }

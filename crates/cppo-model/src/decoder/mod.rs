@@ -5,11 +5,13 @@
 //! preallocated KV cache (`infer.rs`, public face `generate.rs`). The weights are described once, by
 //! `cppo_io::params`, and found through `index.rs`.
 
+mod adapter;
 mod attach;
 mod error;
 mod generate;
 mod index;
 mod infer;
+mod lora;
 mod on_backend;
 mod random;
 mod tape;
@@ -23,6 +25,7 @@ use cppo_io::params::ParamSpec;
 
 pub use error::{DecoderError, Result};
 pub use generate::RolloutWeights;
+pub use lora::LoraSpec;
 pub use on_backend::{BackendWeights, DeviceTapeRun, TapeRun};
 pub use random::{random_weights, RandomInit};
 pub use train::CompletionLogProbs;
@@ -68,6 +71,8 @@ pub(crate) struct Ctx<'a, B: Backend> {
     pub cfg: &'a ModelConfig,
     pub rope: &'a Arc<RopeTable>,
     pub mp: Precision,
+    /// The adapters' scale when the decoder's LoRA adapters are in use.
+    pub lora: Option<f64>,
 }
 
 /// Runs `$body` with `$m: Ctx` over this decoder's weights (read-locked for its duration) on the
@@ -80,12 +85,12 @@ macro_rules! with_ctx {
         match dec.backend {
             $crate::decoder::BackendKind::Cpu => {
                 let b = cppo_kernels::cpu::Cpu::<$T>::new();
-                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul };
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale() };
                 $body
             }
             $crate::decoder::BackendKind::Reference => {
                 let b = cppo_kernels::reference::Reference::<$T>::new();
-                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul };
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale() };
                 $body
             }
         }
@@ -112,6 +117,10 @@ pub struct Decoder {
     matmul: Precision,
     /// The sampling temperature the training path's log-probs are taken at (`with_logprob_temperature`).
     temperature: f64,
+    /// The LoRA adapters' settings when the decoder carries adapters (`with_lora`).
+    lora: Option<Arc<LoraSpec>>,
+    /// Whether the adapters take part (false in `without_adapters`, the reference of a LoRA run).
+    adapters_on: bool,
 }
 
 /// A running count of the completions a decoder has scored through `completion_logprobs` and
@@ -221,6 +230,8 @@ impl Decoder {
             scored: Arc::default(),
             matmul: Precision::F32,
             temperature: 1.0,
+            lora: None,
+            adapters_on: false,
         })
     }
 
@@ -308,16 +319,17 @@ impl Decoder {
     }
 
     /// The trainable variables by Hugging Face name, in a stable order (embedding, layers in order,
-    /// final norm, untied lm_head); empty when frozen.
+    /// final norm, untied lm_head; with LoRA, only the adapters); empty when frozen.
     pub fn vars(&self) -> Vec<(String, Var)> {
         self.params.iter().filter_map(|p| p.var.clone().map(|v| (p.spec.name.clone(), v))).collect()
     }
 
     /// A copy of the current values under their Hugging Face names (a tied embedding appears once, as
-    /// `model.embed_tokens.weight`).
+    /// `model.embed_tokens.weight`): the model's own tensors, without any LoRA adapter
+    /// (`adapter_weights`, `merged_weights`).
     pub fn to_weights(&self) -> Result<Weights> {
         let mut w = Weights::default();
-        for p in &self.params {
+        for p in self.params.iter().filter(|p| !matches!(p.spec.kind, cppo_io::params::ParamKind::Lora(..))) {
             w.insert(p.spec.name.clone(), p.value().copy()?);
         }
         Ok(w)
@@ -333,6 +345,11 @@ impl Decoder {
         d.trainable = false;
         d.scored = Arc::default();
         Ok(d)
+    }
+
+    /// Per parameter, whether it is trainable (a variable): the weights whose gradients the tape computes.
+    pub(crate) fn trainable_mask(&self) -> Vec<bool> {
+        self.params.iter().map(|p| p.var.is_some()).collect()
     }
 
     /// Read locks on every weight's memory, in parameter order, for the kernels to read as slices.

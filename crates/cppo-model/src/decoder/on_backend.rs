@@ -15,7 +15,7 @@ pub struct TapeRun {
     pub logprobs: Vec<f32>,
     /// Per scored token, its predicted distribution's entropy.
     pub entropy: Vec<f64>,
-    /// Every weight's gradient by Hugging Face name, in parameter order.
+    /// Every trainable weight's gradient by Hugging Face name, in parameter order.
     pub grads: Vec<(String, Vec<f32>)>,
 }
 
@@ -28,7 +28,8 @@ pub struct BackendWeights<B: Backend> {
 pub struct DeviceTapeRun<B: Backend> {
     pub logprobs: Vec<f32>,
     pub entropy: Vec<f64>,
-    pub grads: Vec<B::Buf>,
+    /// Indexed like the weights; `None` for a frozen one (the base of a LoRA decoder).
+    pub grads: Vec<Option<B::Buf>>,
 }
 
 impl Decoder {
@@ -65,10 +66,10 @@ impl Decoder {
         // far as the drop check knows) need 'a when dropped, so an owned Vec of them cannot be lent
         // for its own lifetime. The slice of views (a few bytes per weight) is leaked instead.
         let views: &[B::View<'_>] = Box::leak(w.bufs.iter().map(|x| b.view(x)).collect::<Box<[_]>>());
-        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul };
+        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale() };
         let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true, self.temperature)?;
         let tape = tape.ok_or_else(|| DecoderError::BadInput("tape_on: the forward kept no tape".into()))?;
-        let grads = tape::backward(&m, &tape, dlogp);
+        let grads = tape::backward(&m, &tape, dlogp, &self.trainable_mask());
         Ok(DeviceTapeRun { logprobs: scored.out, entropy: scored.entropy, grads })
     }
 
@@ -79,7 +80,7 @@ impl Decoder {
         Ok(TapeRun {
             logprobs: run.logprobs,
             entropy: run.entropy,
-            grads: self.params.iter().zip(&run.grads).map(|(p, g)| (p.spec.name.clone(), b.download(b.view(g)))).collect(),
+            grads: self.params.iter().zip(&run.grads).filter_map(|(p, g)| g.as_ref().map(|g| (p.spec.name.clone(), b.download(b.view(g))))).collect(),
         })
     }
 }

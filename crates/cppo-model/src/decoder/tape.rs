@@ -16,7 +16,7 @@ use cppo_kernels::backend::{Backend, Scored};
 use cppo_kernels::logprob::Gather;
 use cppo_kernels::{Float, Precision};
 
-use super::Ctx;
+use super::{adapter, Ctx};
 
 /// What a layer's backward pass needs from its forward pass (the norms and the MLP activation are
 /// recomputed instead, being cheap).
@@ -70,7 +70,10 @@ fn layers<B: Backend>(m: &Ctx<B>, mut x: B::Buf, attn: &Attention, n: usize, sav
         let hn = b.rms_norm(b.view(&x), at(InputNorm), eps);
         let mut q = linear(b, &hn, at(Q), opt(QBias), n, h, qw, mp);
         let mut k = linear(b, &hn, at(K), opt(KBias), n, h, kw, mp);
-        let v = linear(b, &hn, at(V), opt(VBias), n, h, kw, mp);
+        let mut v = linear(b, &hn, at(V), opt(VBias), n, h, kw, mp);
+        adapter::forward(m, li, Q, b.view(&hn), n, h, qw, b.view_mut(&mut q));
+        adapter::forward(m, li, K, b.view(&hn), n, h, kw, b.view_mut(&mut k));
+        adapter::forward(m, li, V, b.view(&hn), n, h, kw, b.view_mut(&mut v));
         let (mut q_raw, mut k_raw) = (None, None);
         if let (Some(qn), Some(kn)) = (opt(QNorm), opt(KNorm)) {
             let qn_out = b.rms_norm(b.view(&q), qn, eps);
@@ -81,12 +84,16 @@ fn layers<B: Backend>(m: &Ctx<B>, mut x: B::Buf, attn: &Attention, n: usize, sav
         let a = b.attention(attn, b.view(&q), b.view(&k), b.view(&v));
         let mut x_mid = b.duplicate(b.view(&x));
         b.linear(b.view(&a), at(O), None, qw, h, b.view_mut(&mut x_mid), true, mp);
+        adapter::forward(m, li, O, b.view(&a), n, qw, h, b.view_mut(&mut x_mid));
         let h2 = b.rms_norm(b.view(&x_mid), at(PostNorm), eps);
-        let gate = linear(b, &h2, at(Gate), None, n, h, inter, mp);
-        let up = linear(b, &h2, at(Up), None, n, h, inter, mp);
+        let mut gate = linear(b, &h2, at(Gate), None, n, h, inter, mp);
+        let mut up = linear(b, &h2, at(Up), None, n, h, inter, mp);
+        adapter::forward(m, li, Gate, b.view(&h2), n, h, inter, b.view_mut(&mut gate));
+        adapter::forward(m, li, Up, b.view(&h2), n, h, inter, b.view_mut(&mut up));
         let act = b.swiglu(b.view(&gate), b.view(&up));
         let mut x_next = b.duplicate(b.view(&x_mid));
         b.linear(b.view(&act), at(Down), None, inter, h, b.view_mut(&mut x_next), true, mp);
+        adapter::forward(m, li, Down, b.view(&act), n, inter, h, b.view_mut(&mut x_next));
         let x_in = std::mem::replace(&mut x, x_next);
         if save {
             saved.push(Saved { x: x_in, q_raw, k_raw, q, k, v, a, x_mid, gate, up });
@@ -161,7 +168,7 @@ pub(crate) fn forward<B: Backend>(
 
 /// Logits `(rows, vocab)` of every row, with exact products whatever the decoder's precision (no tape).
 pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout) -> Result<B::Buf> {
-    let m = &Ctx { b: m.b, w: m.w, ix: m.ix, cfg: m.cfg, rope: m.rope, mp: Precision::F32 };
+    let m = &Ctx { mp: Precision::F32, ..*m };
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, vocab, n) = (cfg.hidden_size, cfg.vocab_size, tokens.len());
     let attn = attention(m, layout, n)?;
@@ -170,26 +177,34 @@ pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout)
     Ok(linear(b, &hn, w[ix.lm_head], None, n, h, vocab, Precision::F32))
 }
 
-/// The gradient of every weight (in parameter order) given `dlogp`, the gradient of the scored output
-/// (in the gather's output layout).
-pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T]) -> Vec<B::Buf> {
+/// The gradient of every weight `need` asks for (indexed like the parameters; `None` for the others)
+/// given `dlogp`, the gradient of the scored output (in the gather's output layout). A weight not
+/// asked for costs no weight-gradient product (a frozen base under LoRA): only the gradients of the
+/// activations flow through it.
+pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], need: &[bool]) -> Vec<Option<B::Buf>> {
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, inter, eps, vocab) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps, cfg.vocab_size);
     let (qw, kw) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
     let n = tape.tokens.len();
     let mp = tape.precision;
+    assert_eq!(need.len(), w.len(), "one flag per weight");
     let mut grads: Vec<Option<B::Buf>> = (0..m.w.len()).map(|_| None).collect();
+    // A weight-gradient product, run only for a weight that wants it.
+    let wgrad = |i: usize, g: &B::Buf, x: &B::Buf, din: usize, dout: usize| need[i].then(|| b.linear_grad_weight(b.view(g), b.view(x), din, dout, mp));
+    let keep = |i: usize, g: B::Buf| need[i].then_some(g);
 
     let tempered = tempered_norm(m, tape.temperature);
     let hn = final_norm(m, &tape.x_final, tempered.as_ref());
     let mut dhn = b.zeros(n * h);
-    let mut dhead = b.zeros(vocab * h);
+    let head_grad = need[ix.lm_head] || need[ix.embed];
+    let mut dhead = b.zeros(if head_grad { vocab * h } else { 0 });
     let kept = tape.logits.lock().ok().and_then(|mut l| l.take());
-    b.logprobs_backward(&tape.gather, kept, b.view(&tape.lse), b.view(&hn), w[ix.lm_head], dlogp, vocab, h, b.view_mut(&mut dhn), b.view_mut(&mut dhead), mp);
+    let dhead_view = if head_grad { Some(b.view_mut(&mut dhead)) } else { None };
+    b.logprobs_backward(&tape.gather, kept, b.view(&tape.lse), b.view(&hn), w[ix.lm_head], dlogp, vocab, h, b.view_mut(&mut dhn), dhead_view, mp);
     drop(hn);
     // dx: the gradient of the residual stream, walked back through the layers in place.
     let mut dx = b.zeros(n * h);
-    grads[ix.norm] = Some(match &tempered {
+    let g_norm = match &tempered {
         // The gradient of the tempered weight w / T; the weight's own is 1/T of it.
         Some(wt) => {
             let g = b.rms_norm_backward(b.view(&tape.x_final), b.view(wt), b.view(&dhn), eps, b.view_mut(&mut dx), false);
@@ -197,49 +212,55 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T]) -
             b.upload(&b.download(b.view(&g)).into_iter().map(|x| x / t).collect::<Vec<_>>())
         }
         None => b.rms_norm_backward(b.view(&tape.x_final), w[ix.norm], b.view(&dhn), eps, b.view_mut(&mut dx), false),
-    });
+    };
+    grads[ix.norm] = keep(ix.norm, g_norm);
     drop(dhn);
 
     for (li, s) in tape.layers.iter().enumerate().rev() {
         let at = |p| w[ix.at(li, p)];
+        let id = |p| ix.at(li, p);
         // MLP: x_next = x_mid + down(swiglu(gate(h2), up(h2))), h2 = norm(x_mid).
         let h2 = b.rms_norm(b.view(&s.x_mid), at(PostNorm), eps);
         let act = b.swiglu(b.view(&s.gate), b.view(&s.up));
-        grads[ix.at(li, Down)] = Some(b.linear_grad_weight(b.view(&dx), b.view(&act), inter, h, mp));
-        drop(act);
+        grads[id(Down)] = wgrad(id(Down), &dx, &act, inter, h);
         let mut dm = b.zeros(n * inter);
         b.linear_grad_input(b.view_mut(&mut dm), b.view(&dx), at(Down), inter, h, false, mp);
+        adapter::backward(m, li, Down, b.view(&act), b.view(&dx), n, inter, h, b.view_mut(&mut dm), need, &mut grads);
+        drop(act);
         let (dgate, dup) = b.swiglu_backward(b.view(&s.gate), b.view(&s.up), b.view(&dm));
         drop(dm);
-        grads[ix.at(li, Gate)] = Some(b.linear_grad_weight(b.view(&dgate), b.view(&h2), h, inter, mp));
-        grads[ix.at(li, Up)] = Some(b.linear_grad_weight(b.view(&dup), b.view(&h2), h, inter, mp));
+        grads[id(Gate)] = wgrad(id(Gate), &dgate, &h2, h, inter);
+        grads[id(Up)] = wgrad(id(Up), &dup, &h2, h, inter);
         let mut dh2 = b.zeros(n * h);
         b.linear_grad_input(b.view_mut(&mut dh2), b.view(&dgate), at(Gate), h, inter, false, mp);
         b.linear_grad_input(b.view_mut(&mut dh2), b.view(&dup), at(Up), h, inter, true, mp);
+        adapter::backward(m, li, Gate, b.view(&h2), b.view(&dgate), n, h, inter, b.view_mut(&mut dh2), need, &mut grads);
+        adapter::backward(m, li, Up, b.view(&h2), b.view(&dup), n, h, inter, b.view_mut(&mut dh2), need, &mut grads);
         drop((dgate, dup, h2));
-        grads[ix.at(li, PostNorm)] = Some(b.rms_norm_backward(b.view(&s.x_mid), at(PostNorm), b.view(&dh2), eps, b.view_mut(&mut dx), true));
+        grads[id(PostNorm)] = keep(id(PostNorm), b.rms_norm_backward(b.view(&s.x_mid), at(PostNorm), b.view(&dh2), eps, b.view_mut(&mut dx), true));
         drop(dh2);
 
         // Attention: x_mid = x + o(attention(q, k, v)), with q, k, v projections of norm(x).
-        grads[ix.at(li, O)] = Some(b.linear_grad_weight(b.view(&dx), b.view(&s.a), qw, h, mp));
+        grads[id(O)] = wgrad(id(O), &dx, &s.a, qw, h);
         let mut da = b.zeros(n * qw);
         b.linear_grad_input(b.view_mut(&mut da), b.view(&dx), at(O), qw, h, false, mp);
+        adapter::backward(m, li, O, b.view(&s.a), b.view(&dx), n, qw, h, b.view_mut(&mut da), need, &mut grads);
         let (mut dq, mut dk, dv) = b.attention_backward(&tape.attn, b.view(&s.q), b.view(&s.k), b.view(&s.v), b.view(&da));
         drop(da);
         if let (Some(qn), Some(kn), Some(q_raw), Some(k_raw)) = (ix.get(li, QNorm), ix.get(li, KNorm), &s.q_raw, &s.k_raw) {
             let mut dq_raw = b.zeros(n * qw);
             let mut dk_raw = b.zeros(n * kw);
-            grads[qn] = Some(b.rms_norm_backward(b.view(q_raw), w[qn], b.view(&dq), eps, b.view_mut(&mut dq_raw), false));
-            grads[kn] = Some(b.rms_norm_backward(b.view(k_raw), w[kn], b.view(&dk), eps, b.view_mut(&mut dk_raw), false));
+            grads[qn] = keep(qn, b.rms_norm_backward(b.view(q_raw), w[qn], b.view(&dq), eps, b.view_mut(&mut dq_raw), false));
+            grads[kn] = keep(kn, b.rms_norm_backward(b.view(k_raw), w[kn], b.view(&dk), eps, b.view_mut(&mut dk_raw), false));
             dq = dq_raw;
             dk = dk_raw;
         }
         let hn = b.rms_norm(b.view(&s.x), at(InputNorm), eps);
-        grads[ix.at(li, Q)] = Some(b.linear_grad_weight(b.view(&dq), b.view(&hn), h, qw, mp));
-        grads[ix.at(li, K)] = Some(b.linear_grad_weight(b.view(&dk), b.view(&hn), h, kw, mp));
-        grads[ix.at(li, V)] = Some(b.linear_grad_weight(b.view(&dv), b.view(&hn), h, kw, mp));
+        grads[id(Q)] = wgrad(id(Q), &dq, &hn, h, qw);
+        grads[id(K)] = wgrad(id(K), &dk, &hn, h, kw);
+        grads[id(V)] = wgrad(id(V), &dv, &hn, h, kw);
         for (p, g, width) in [(QBias, &dq, qw), (KBias, &dk, kw), (VBias, &dv, kw)] {
-            if let Some(bi) = ix.get(li, p) {
+            if let Some(bi) = ix.get(li, p).filter(|&bi| need[bi]) {
                 grads[bi] = Some(b.linear_grad_bias(b.view(g), width));
             }
         }
@@ -247,19 +268,29 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T]) -
         b.linear_grad_input(b.view_mut(&mut dh), b.view(&dq), at(Q), h, qw, false, mp);
         b.linear_grad_input(b.view_mut(&mut dh), b.view(&dk), at(K), h, kw, true, mp);
         b.linear_grad_input(b.view_mut(&mut dh), b.view(&dv), at(V), h, kw, true, mp);
+        adapter::backward(m, li, Q, b.view(&hn), b.view(&dq), n, h, qw, b.view_mut(&mut dh), need, &mut grads);
+        adapter::backward(m, li, K, b.view(&hn), b.view(&dk), n, h, kw, b.view_mut(&mut dh), need, &mut grads);
+        adapter::backward(m, li, V, b.view(&hn), b.view(&dv), n, h, kw, b.view_mut(&mut dh), need, &mut grads);
         drop((dq, dk, dv, hn));
-        grads[ix.at(li, InputNorm)] = Some(b.rms_norm_backward(b.view(&s.x), at(InputNorm), b.view(&dh), eps, b.view_mut(&mut dx), true));
+        grads[id(InputNorm)] = keep(id(InputNorm), b.rms_norm_backward(b.view(&s.x), at(InputNorm), b.view(&dh), eps, b.view_mut(&mut dx), true));
     }
 
     // The embedding's rows collect the gradient of the tokens that looked them up; a tied embedding
     // adds this to its gradient as the output projection.
-    let mut dembed = if ix.lm_head == ix.embed {
-        dhead
-    } else {
-        grads[ix.lm_head] = Some(dhead);
-        b.zeros(vocab * h)
-    };
-    b.embed_backward(b.view_mut(&mut dembed), h, &tape.tokens, b.view(&dx));
-    grads[ix.embed] = Some(dembed);
-    grads.into_iter().enumerate().map(|(i, g)| g.unwrap_or_else(|| panic!("parameter {i} got no gradient from the tape"))).collect()
+    if need[ix.embed] {
+        let mut dembed = if ix.lm_head == ix.embed {
+            dhead
+        } else {
+            grads[ix.lm_head] = keep(ix.lm_head, dhead);
+            b.zeros(vocab * h)
+        };
+        b.embed_backward(b.view_mut(&mut dembed), h, &tape.tokens, b.view(&dx));
+        grads[ix.embed] = Some(dembed);
+    } else if ix.lm_head != ix.embed {
+        grads[ix.lm_head] = keep(ix.lm_head, dhead);
+    }
+    for (i, g) in grads.iter().enumerate() {
+        assert!(g.is_some() == need[i], "parameter {i}: gradient wanted {} but the tape gave {}", need[i], g.is_some());
+    }
+    grads
 }

@@ -16,6 +16,8 @@ use crate::sources::{load_problems, resolve_model_path};
 #[derive(Clone, Debug)]
 pub struct EvalArgs {
     pub model: String,
+    /// A LoRA adapter (PEFT's format) to run on the model.
+    pub adapter: Option<PathBuf>,
     /// `gsm8k` (its test split), `math500`, `amc23`, `aime24`, any dataset name, or a JSON-lines file.
     pub data: String,
     pub limit: Option<usize>,
@@ -56,7 +58,10 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary> {
     }
     let path = resolve_model_path(&args.model)?;
     let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
-    let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
+    let decoder = match &args.adapter {
+        Some(dir) => crate::lora::load_adapted(&loaded.config, &loaded.weights, dir, &Device::Cpu)?,
+        None => Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?,
+    };
     let template = PromptTemplate::preset(&args.template).map_err(|e| anyhow::anyhow!("--template: {e}"))?;
     let prompter = Prompter { template, max_prompt_tokens: usize::MAX };
     let (summary, records) = evaluate(&decoder, &loaded.tokenizer, &prompter, &problems, &args.settings, 0)?;

@@ -15,6 +15,8 @@ use crate::sources::resolve_model_path;
 #[derive(Clone, Debug)]
 pub struct GenerateArgs {
     pub model: String,
+    /// A LoRA adapter (PEFT's format) to run on the model.
+    pub adapter: Option<std::path::PathBuf>,
     pub prompts: Vec<Vec<ChatMessage>>,
     pub n: usize,
     pub params: SamplingParams,
@@ -70,7 +72,10 @@ pub fn read_prompts(path: &Path) -> Result<Vec<Vec<ChatMessage>>> {
 pub fn run(args: &GenerateArgs) -> Result<Vec<GeneratedText>> {
     let path = resolve_model_path(&args.model)?;
     let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
-    let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
+    let decoder = match &args.adapter {
+        Some(dir) => crate::lora::load_adapted(&loaded.config, &loaded.weights, dir, &Device::Cpu)?,
+        None => Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?,
+    };
     let tok = &loaded.tokenizer;
     let requests = args
         .prompts

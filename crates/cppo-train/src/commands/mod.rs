@@ -2,6 +2,7 @@
 //! calls these.
 
 pub mod bench;
+pub mod bench_lora;
 pub mod compare;
 pub mod eval;
 pub mod generate;

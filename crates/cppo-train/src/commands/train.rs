@@ -1,5 +1,5 @@
 //! `cppo train`: the whole run with a progress bar, evaluation and checkpoint cadence, the final model in
-//! `OUT/model` and the reward curve in `OUT/reward.png`.
+//! `OUT/model` (with LoRA, the adapter in `OUT/adapter`) and the reward curve in `OUT/reward.png`.
 
 use std::path::{Path, PathBuf};
 
@@ -68,6 +68,9 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
             rollouts.for_rollouts().name(),
             auto(rollouts)
         );
+        for line in crate::lora::memory_plan(&trainer.policy, trainer.reference.as_ref()) {
+            eprintln!("{line}");
+        }
     }
     let mut initial_eval = None;
     if trainer.step == 0 && trainer.cfg.train.eval_before {
@@ -126,7 +129,7 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
         if last_save_step != Some(trainer.step) {
             trainer.save_checkpoint()?;
         }
-        trainer.save_model(&trainer.out.join("model"))?;
+        trainer.save_model(&trainer.final_model_dir())?;
     }
     plot_rewards(&trainer.out)?;
     Ok(TrainSummary {
