@@ -329,12 +329,23 @@ pub struct LoraSection {
     /// `up_proj`, `down_proj`), or "all-linear" for all seven (never the output projection, as in PEFT).
     pub target_modules: TargetModules,
     pub use_rslora: bool,
+    /// How the frozen base's linear layers are held: "bf16" (the default: half the memory, and the
+    /// rollout snapshot is that same storage) or "f32". Embeddings, norms and the output projection
+    /// stay f32 either way.
+    pub base_dtype: Precision,
 }
 
 /// PEFT's defaults (r = 8, alpha = 8, no dropout); its default targets for Llama and Qwen are q and v.
 impl Default for LoraSection {
     fn default() -> Self {
-        LoraSection { r: 8, alpha: 8.0, dropout: 0.0, target_modules: TargetModules::List(vec!["q_proj".into(), "v_proj".into()]), use_rslora: false }
+        LoraSection {
+            r: 8,
+            alpha: 8.0,
+            dropout: 0.0,
+            target_modules: TargetModules::List(vec!["q_proj".into(), "v_proj".into()]),
+            use_rslora: false,
+            base_dtype: Precision::Bf16,
+        }
     }
 }
 
@@ -391,6 +402,9 @@ impl LoraSection {
         }
         if self.dropout != 0.0 {
             bail!("lora.dropout = {}: dropout on the adapters is not implemented yet; use 0", self.dropout);
+        }
+        if self.base_dtype == Precision::Auto {
+            bail!("lora.base_dtype = \"auto\": say \"bf16\" or \"f32\"");
         }
         self.targets()?;
         Ok(())

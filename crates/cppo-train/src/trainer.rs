@@ -166,6 +166,10 @@ impl Trainer {
                     }
                     None => base.with_lora(spec.clone(), cfg.seed)?,
                 };
+                let policy = match cfg.lora.as_ref().map(|l| l.base_dtype) {
+                    Some(cppo_kernels::Precision::Bf16) => policy.with_bf16_base()?,
+                    _ => policy,
+                };
                 // The reference is the base: the policy with its adapters switched off, no second copy.
                 let reference = (cfg.loss.beta > 0.0).then(|| policy.without_adapters());
                 (policy, reference)

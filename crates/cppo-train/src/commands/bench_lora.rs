@@ -88,7 +88,7 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
     let spec = LoraSpec { r, alpha: 2.0 * r as f64, use_rslora: false, targets: LayerParam::linear().collect() };
-    let lora = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?.with_matmul_precision(mp).with_lora(spec, 1)?;
+    let lora = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?.with_matmul_precision(mp).with_lora(spec, 1)?.with_bf16_base()?;
     // The batch: eight completions sampled once from the base, shared by both arms.
     let req = RolloutRequest { problems: &problems, prompts, group_size: 8 };
     let (mut rollouts, _) = generate_groups(&lora, tok, &req, &params, 64, 11, Precision::Auto, |_| {})?;
