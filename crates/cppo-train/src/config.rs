@@ -323,7 +323,7 @@ pub struct LoraSection {
     pub r: usize,
     /// PEFT's `lora_alpha`: adapters are scaled by `alpha / r` (`alpha / sqrt(r)` with `use_rslora`).
     pub alpha: f64,
-    /// Dropout on the adapters' input; only 0 is implemented.
+    /// Dropout on the adapters' input in training passes, as PEFT's `lora_dropout` (0: none).
     pub dropout: f64,
     /// The adapted linear layers by PEFT's names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`,
     /// `up_proj`, `down_proj`), or "all-linear" for all seven (never the output projection, as in PEFT).
@@ -400,8 +400,8 @@ impl LoraSection {
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
             bail!("lora.alpha = {} must be > 0", self.alpha);
         }
-        if self.dropout != 0.0 {
-            bail!("lora.dropout = {}: dropout on the adapters is not implemented yet; use 0", self.dropout);
+        if !(0.0..1.0).contains(&self.dropout) {
+            bail!("lora.dropout = {} must be in [0, 1)", self.dropout);
         }
         if self.base_dtype == Precision::Auto {
             bail!("lora.base_dtype = \"auto\": say \"bf16\" or \"f32\"");

@@ -8,6 +8,7 @@
 mod adapter;
 mod attach;
 mod bf16_base;
+mod dropout;
 mod error;
 mod generate;
 mod index;
@@ -24,6 +25,7 @@ use std::sync::{Arc, OnceLock};
 use candle_core::{DType, Device, Tensor, Var};
 use cppo_io::params::ParamSpec;
 
+pub use dropout::dropout_multipliers;
 pub use error::{DecoderError, Result};
 pub use generate::RolloutWeights;
 pub use lora::LoraSpec;
@@ -91,6 +93,8 @@ pub(crate) struct Ctx<'a, B: Backend> {
     pub lora: Option<f64>,
     /// Per weight, its bf16 storage when it is held only in bf16 (`w` is then empty for it).
     pub half: &'a [Option<&'a B::Half>],
+    /// The adapters' dropout masks in a training forward pass and its backward (`dropout.rs`).
+    pub dropout: Option<dropout::DropoutKey>,
 }
 
 impl<B: Backend> Ctx<'_, B> {
@@ -124,12 +128,12 @@ macro_rules! with_ctx {
         match dec.backend {
             $crate::decoder::BackendKind::Cpu => {
                 let b = cppo_kernels::cpu::Cpu::<$T>::new();
-                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half };
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half, dropout: None };
                 $body
             }
             $crate::decoder::BackendKind::Reference => {
                 let b = cppo_kernels::reference::Reference::<$T>::new();
-                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half };
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half, dropout: None };
                 $body
             }
         }
@@ -163,6 +167,8 @@ pub struct Decoder {
     /// The bf16 rollout snapshot of a frozen base (a LoRA decoder), taken once and shared by clones:
     /// only the adapters change during training, and they run unmerged beside it.
     frozen_snapshot: Arc<OnceLock<RolloutWeights>>,
+    /// Dropout on the adapters' inputs in training (`with_lora_dropout`), shared by clones.
+    dropout: Option<Arc<dropout::DropoutState>>,
 }
 
 /// A running count of the completions a decoder has scored through `completion_logprobs` and
@@ -275,6 +281,7 @@ impl Decoder {
             lora: None,
             adapters_on: false,
             frozen_snapshot: Arc::default(),
+            dropout: None,
         })
     }
 

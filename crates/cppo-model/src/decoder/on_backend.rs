@@ -77,7 +77,7 @@ impl Decoder {
         let views: &[B::View<'_>] = Box::leak(w.bufs.iter().map(|x| b.view(x)).collect::<Box<[_]>>());
         // Every weight is on the device in f32 (`upload_weights`).
         let half: Vec<Option<&B::Half>> = vec![None; self.params.len()];
-        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &half };
+        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &half, dropout: self.next_dropout_key() };
         let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true, self.temperature)?;
         let tape = tape.ok_or_else(|| DecoderError::BadInput("tape_on: the forward kept no tape".into()))?;
         let grads = tape::backward(&m, &tape, dlogp, &self.trainable_mask());

@@ -35,6 +35,8 @@ struct Saved<B: Backend> {
 
 pub(crate) struct Tape<B: Backend> {
     attn: Attention,
+    /// The forward's dropout masks on the adapters' inputs, which the backward recomputes.
+    dropout: Option<super::dropout::DropoutKey>,
     /// The forward's products' precision, which the backward's follow.
     precision: Precision,
     /// The temperature the log-probs were taken at (`tempered_norm`).
@@ -155,6 +157,7 @@ pub(crate) fn forward<B: Backend>(
     let mut scored = b.logprobs(&gather, b.view(&hn), w[ix.lm_head], cfg.vocab_size, h, save, m.mp);
     let tape = save.then(|| Tape {
         attn,
+        dropout: m.dropout,
         precision: m.mp,
         temperature,
         tokens: tokens.to_vec(),
@@ -183,6 +186,7 @@ pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout)
 /// asked for costs no weight-gradient product (a frozen base under LoRA): only the gradients of the
 /// activations flow through it.
 pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], need: &[bool]) -> Vec<Option<B::Buf>> {
+    let m = &Ctx { dropout: tape.dropout, ..*m };
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, inter, eps, vocab) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps, cfg.vocab_size);
     let (qw, kw) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
