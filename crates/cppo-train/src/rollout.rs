@@ -95,6 +95,41 @@ pub fn generate_groups(
     Ok((out, stats))
 }
 
+/// As `generate_groups`, with completions that do not decode (ids beyond the tokenizer, e.g. from a
+/// random model of a larger vocabulary: `cppo bench step --random-config`) given empty texts.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_groups_lossy(
+    policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    req: &RolloutRequest,
+    params: &SamplingParams,
+    max_batch: usize,
+    seed: u64,
+    precision: Precision,
+) -> Result<(Vec<Rollout>, GenerationStats)> {
+    let requests: Vec<Request> = req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
+    let options = EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed };
+    let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
+    let backend = cppo_engine::DecoderBackend::new(policy, precision)?;
+    let (groups, stats) = generate(&backend, &requests, params, &options, &detok, |_| {})?;
+    let out = req
+        .problems
+        .iter()
+        .zip(&req.prompts)
+        .zip(groups)
+        .map(|((problem, prompt), completions)| Rollout {
+            problem: problem.clone(),
+            prompt: prompt.clone(),
+            texts: completions.iter().map(|c| detok(&c.tokens)).collect(),
+            completions,
+            rewards: vec![],
+            parts: vec![],
+            correct: vec![],
+        })
+        .collect();
+    Ok((out, stats))
+}
+
 pub fn score_groups(rollouts: &mut [Rollout], rewards: &RewardSet) {
     for r in rollouts {
         let n = r.texts.len();
