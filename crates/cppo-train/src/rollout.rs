@@ -60,6 +60,7 @@ pub struct RolloutRequest<'a> {
 }
 
 /// Generates and decodes; scoring is separate so its time is reported on its own.
+#[allow(clippy::too_many_arguments)]
 pub fn generate_groups(
     policy: &Decoder,
     tokenizer: &ChatTokenizer,
@@ -70,29 +71,7 @@ pub fn generate_groups(
     precision: Precision,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
-    let requests: Vec<Request> =
-        req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
-    let options = EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed };
-    let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
-    let backend = cppo_engine::DecoderBackend::new(policy, precision)?;
-    let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
-    let mut out = Vec::with_capacity(groups.len());
-    for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {
-        let texts = completions
-            .iter()
-            .map(|c| tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from))
-            .collect::<Result<Vec<_>>>()?;
-        out.push(Rollout {
-            problem: problem.clone(),
-            prompt: prompt.clone(),
-            completions,
-            texts,
-            rewards: vec![],
-            parts: vec![],
-            correct: vec![],
-        });
-    }
-    Ok((out, stats))
+    generate_decoded(policy, tokenizer, req, params, EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed }, precision, on_finish, false)
 }
 
 /// As `generate_groups`, with completions that do not decode (ids beyond the tokenizer, e.g. from a
@@ -107,26 +86,41 @@ pub fn generate_groups_lossy(
     seed: u64,
     precision: Precision,
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
-    let requests: Vec<Request> = req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
-    let options = EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed };
+    generate_decoded(policy, tokenizer, req, params, EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed }, precision, |_| {}, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn generate_decoded(
+    policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    req: &RolloutRequest,
+    params: &SamplingParams,
+    options: EngineOptions,
+    precision: Precision,
+    on_finish: impl FnMut(usize),
+    lossy: bool,
+) -> Result<(Vec<Rollout>, GenerationStats)> {
+    let requests: Vec<Request> =
+        req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
     let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
     let backend = cppo_engine::DecoderBackend::new(policy, precision)?;
-    let (groups, stats) = generate(&backend, &requests, params, &options, &detok, |_| {})?;
-    let out = req
-        .problems
-        .iter()
-        .zip(&req.prompts)
-        .zip(groups)
-        .map(|((problem, prompt), completions)| Rollout {
+    let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
+    let mut out = Vec::with_capacity(groups.len());
+    for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {
+        let texts = completions
+            .iter()
+            .map(|c| if lossy { Ok(detok(&c.tokens)) } else { tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from) })
+            .collect::<Result<Vec<_>>>()?;
+        out.push(Rollout {
             problem: problem.clone(),
             prompt: prompt.clone(),
-            texts: completions.iter().map(|c| detok(&c.tokens)).collect(),
             completions,
+            texts,
             rewards: vec![],
             parts: vec![],
             correct: vec![],
-        })
-        .collect();
+        });
+    }
     Ok((out, stats))
 }
 
