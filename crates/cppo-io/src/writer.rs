@@ -27,31 +27,7 @@ pub fn save_hf(
 ) -> Result<()> {
     check_dtype(dtype)?;
     weights.check_against(config, dir)?;
-    let name = dir
-        .file_name()
-        .ok_or_else(|| ModelIoError::invalid(dir, "path", "needs a final directory name"))?
-        .to_string_lossy()
-        .into_owned();
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if dir.exists() && !replaceable(dir)? {
-        return Err(ModelIoError::invalid(
-            dir,
-            "path",
-            "exists and is neither empty nor a model directory (no config.json); refusing to replace it",
-        ));
-    }
-    std::fs::create_dir_all(&parent).map_err(|e| ModelIoError::io(&parent, e))?;
-    let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
-    std::fs::create_dir(&tmp).map_err(|e| ModelIoError::io(&tmp, e))?;
-    let written = write_contents(&tmp, config, weights, tokenizer, dtype)
-        .and_then(|()| swap_into_place(&tmp, dir));
-    if written.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    written
+    write_dir_atomic(dir, "config.json", |tmp| write_contents(tmp, config, weights, tokenizer, dtype))
 }
 
 /// Converts a GGUF file into a Hugging Face directory with f32 tensors (dequantised values, exactly).
@@ -64,10 +40,6 @@ pub fn convert_gguf(gguf: &Path, out: &Path) -> Result<()> {
         &model.tokenizer,
         DType::F32,
     )
-}
-
-fn replaceable(dir: &Path) -> Result<bool> {
-    replaceable_with(dir, "config.json")
 }
 
 /// Whether `dir` is empty or holds `marker` (a directory of the kind about to replace it).
@@ -92,7 +64,7 @@ pub(crate) fn write_dir_atomic(dir: &Path, marker: &str, fill: impl FnOnce(&Path
         _ => PathBuf::from("."),
     };
     if dir.exists() && !replaceable_with(dir, marker)? {
-        return Err(ModelIoError::invalid(dir, "path", format!("exists and is neither empty nor holds {marker}; refusing to replace it")));
+        return Err(ModelIoError::invalid(dir, "path", format!("exists and is neither empty nor a directory holding {marker}; refusing to replace it")));
     }
     std::fs::create_dir_all(&parent).map_err(|e| ModelIoError::io(&parent, e))?;
     let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));

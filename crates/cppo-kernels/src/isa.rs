@@ -84,6 +84,55 @@ pub fn detected() -> Isa {
     Isa::Scalar
 }
 
+/// Who designed the CPU. The same instruction runs at different speeds on different designs, so a
+/// default that pays on one can lose on another (see `Precision::for_update`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    Amd,
+    Intel,
+    /// Any other x86-64 vendor string, or not x86-64.
+    Other,
+}
+
+impl Vendor {
+    /// The vendor of a CPUID vendor string (leaf 0: EBX, EDX, ECX as 12 bytes).
+    pub fn from_cpuid_string(id: &[u8]) -> Vendor {
+        match id {
+            b"AuthenticAMD" => Vendor::Amd,
+            b"GenuineIntel" => Vendor::Intel,
+            _ => Vendor::Other,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Amd => "AMD",
+            Vendor::Intel => "Intel",
+            Vendor::Other => "other",
+        }
+    }
+}
+
+/// This CPU's vendor, read once.
+pub fn vendor() -> Vendor {
+    static VENDOR: OnceLock<Vendor> = OnceLock::new();
+    *VENDOR.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[allow(unused_unsafe)]
+            // SAFETY: CPUID leaf 0 exists on every x86-64 CPU and only reads identification registers.
+            let r = unsafe { std::arch::x86_64::__cpuid(0) };
+            let mut id = [0u8; 12];
+            id[..4].copy_from_slice(&r.ebx.to_le_bytes());
+            id[4..8].copy_from_slice(&r.edx.to_le_bytes());
+            id[8..].copy_from_slice(&r.ecx.to_le_bytes());
+            Vendor::from_cpuid_string(&id)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Vendor::Other
+    })
+}
+
 /// The cap `CPPO_MAX_ISA` sets, if any.
 ///
 /// # Panics
@@ -123,6 +172,24 @@ pub fn describe() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vendor_strings_map_to_vendors() {
+        assert_eq!(Vendor::from_cpuid_string(b"AuthenticAMD"), Vendor::Amd);
+        assert_eq!(Vendor::from_cpuid_string(b"GenuineIntel"), Vendor::Intel);
+        assert_eq!(Vendor::from_cpuid_string(b"HygonGenuine"), Vendor::Other);
+        assert_eq!(Vendor::from_cpuid_string(b"Genuine"), Vendor::Other);
+    }
+
+    /// The CPUID read agrees with what Linux reports in /proc/cpuinfo.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[test]
+    fn the_vendor_read_matches_proc_cpuinfo() {
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+        let line = info.lines().find(|l| l.starts_with("vendor_id")).expect("vendor_id in /proc/cpuinfo");
+        let id = line.split(':').nth(1).unwrap().trim();
+        assert_eq!(vendor(), Vendor::from_cpuid_string(id.as_bytes()), "{line}");
+    }
 
     #[test]
     fn names_parse_back_and_order_by_width() {

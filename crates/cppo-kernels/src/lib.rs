@@ -52,16 +52,21 @@ impl Precision {
         }
     }
 
-    /// Whether bf16 training products are faster than f32 here: only with AVX512-BF16's dot
-    /// instruction (on AVX2 a widened bf16 product costs more than the f32 one it replaces).
+    /// Whether bf16 products can run here with bf16 dot instructions (AVX512-BF16's `vdpbf16ps`). An
+    /// explicit `Bf16` rounds its operands only then; without it a product multiplies in full precision.
     pub fn bf16_available() -> bool {
         gemm_bf16::available()
     }
 
-    /// The update's products: `Auto` is bf16 where [`Precision::bf16_available`], f32 elsewhere.
+    /// Whether `Auto` picks bf16 for the update's products here: see [`bf16_products_pay`].
+    pub fn bf16_update_pays() -> bool {
+        bf16_products_pay(isa::level(), isa::vendor())
+    }
+
+    /// The update's products: `Auto` is bf16 where [`Precision::bf16_update_pays`], f32 elsewhere.
     pub fn for_update(self) -> Precision {
         match self {
-            Precision::Auto if Precision::bf16_available() => Precision::Bf16,
+            Precision::Auto if Precision::bf16_update_pays() => Precision::Bf16,
             Precision::Auto => Precision::F32,
             p => p,
         }
@@ -93,6 +98,29 @@ impl std::str::FromStr for Precision {
             .find(|w| w.name() == s)
             .ok_or_else(|| format!("unknown precision {s:?} (auto, f32 or bf16)"))
     }
+}
+
+/// Whether bf16 update products beat f32 ones on a CPU of this level and vendor, as measured: only with
+/// AVX512-BF16, and only on AMD. On Zen 4 the bf16 dot products ran the update 1.4-1.8x faster; on an
+/// Intel Xeon with AVX512-BF16 (Sapphire Rapids class) the same update ran slower than f32 (`cppo bench
+/// step`, policy phase 3.9 s against 3.0 s at G = 8): there `vdpbf16ps` does no more products per cycle
+/// than two FMA ports do in f32, and the packing to bf16 comes on top. Without the instruction a bf16
+/// product would widen and multiply in f32, paying the rounding for no speed.
+pub fn bf16_products_pay(level: isa::Isa, vendor: isa::Vendor) -> bool {
+    level >= isa::Isa::Avx512Bf16 && vendor == isa::Vendor::Amd
+}
+
+/// One line for logs: what `auto` picks for the update's products here, and why.
+pub fn describe_auto_update() -> String {
+    let (level, vendor) = (isa::level(), isa::vendor());
+    let why = if bf16_products_pay(level, vendor) {
+        "AMD with AVX512-BF16"
+    } else if level >= isa::Isa::Avx512Bf16 {
+        "AVX512-BF16 measured slower than f32 on this vendor"
+    } else {
+        "no AVX512-BF16"
+    };
+    format!("{} ({why})", Precision::Auto.for_update().name())
 }
 
 /// The float types the kernels are written for.
@@ -299,7 +327,20 @@ pub fn test_values(n: usize, seed: u32) -> Vec<f32> {
 
 #[cfg(test)]
 mod tests {
-    use super::Precision;
+    use super::isa::{Isa, Vendor};
+    use super::{bf16_products_pay, Precision};
+
+    /// The measured rule: bf16 update products only on AMD with AVX512-BF16; every other level or
+    /// vendor keeps f32.
+    #[test]
+    fn bf16_update_products_are_picked_only_on_amd_with_avx512_bf16() {
+        for level in Isa::ALL {
+            for vendor in [Vendor::Amd, Vendor::Intel, Vendor::Other] {
+                let expected = vendor == Vendor::Amd && level == Isa::Avx512Bf16;
+                assert_eq!(bf16_products_pay(level, vendor), expected, "{level} {vendor:?}");
+            }
+        }
+    }
 
     /// The command line's names are the config's (serde's) names, and parse back; `Auto` resolves to
     /// a concrete precision for both uses, and the concrete ones stay what they are.
@@ -315,7 +356,8 @@ mod tests {
             assert_eq!(p.for_rollouts(), p);
         }
         assert_ne!(Precision::Auto.for_update(), Precision::Auto);
-        assert_eq!(Precision::Auto.for_update() == Precision::Bf16, Precision::bf16_available());
+        assert_eq!(Precision::Auto.for_update() == Precision::Bf16, Precision::bf16_update_pays());
+        assert!(!Precision::bf16_update_pays() || Precision::bf16_available());
         assert_eq!(Precision::Auto.for_rollouts() == Precision::Bf16, crate::skinny::available());
     }
 }

@@ -70,12 +70,14 @@ impl Decoder {
 
     fn take_rollout_weights(&self) -> Result<RolloutWeights> {
         let half = with_ctx!(self, f32, |m| {
+            // The output projection is the embedding matrix when the two are tied (SmolLM2, Qwen2.5's
+            // small sizes): it is read whole every step, so it is in the snapshot either way.
             self.params
                 .iter()
                 .enumerate()
                 .map(|(i, p)| match &p.half {
                     Some(h) => Some(h.clone()),
-                    None => p.spec.is_linear().then(|| Arc::new(m.b.to_half(m.w[i]))),
+                    None => (p.spec.is_linear() || i == m.ix.lm_head).then(|| Arc::new(m.b.to_half(m.w[i]))),
                 })
                 .collect()
         });
@@ -199,5 +201,32 @@ impl Decoder {
             cache.set_len(c.row, p + 1);
         }
         Ok(logits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::decoder::random::{random_weights, RandomInit};
+    use crate::decoder::Decoder;
+    use candle_core::Device;
+    use cppo_io::{Architecture, ModelConfig};
+
+    /// Every matrix a decode step reads whole is in the snapshot, the output projection too, whether
+    /// it is its own tensor or the tied embedding (a tied head left in f32 read twice its bytes per step).
+    #[test]
+    fn the_snapshot_holds_every_matrix_and_the_head_tied_or_not() {
+        for tied in [true, false] {
+            let cfg = ModelConfig { tie_word_embeddings: tied, ..ModelConfig::tiny(Architecture::Llama) };
+            let weights = random_weights(&cfg, 7, &RandomInit::default()).unwrap();
+            let dec = Decoder::new(&cfg, &weights, false, &Device::Cpu).unwrap();
+            let snap = dec.rollout_weights().unwrap();
+            let ix = &dec.index;
+            assert!(snap.half[ix.lm_head].is_some(), "tied = {tied}: the head is not in the snapshot");
+            for (i, p) in dec.params.iter().enumerate() {
+                let expected = p.spec.is_linear() || i == ix.lm_head;
+                assert_eq!(snap.half[i].is_some(), expected, "tied = {tied}: {}", p.spec.kind.name());
+            }
+            assert_eq!(ix.lm_head == ix.embed, tied);
+        }
     }
 }

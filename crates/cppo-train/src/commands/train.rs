@@ -60,11 +60,15 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
     if opts.progress {
         let (update, rollouts) = (trainer.cfg.optim.matmul_precision, trainer.cfg.generation.weights);
         let auto = |p: cppo_kernels::Precision| if p == cppo_kernels::Precision::Auto { " (auto)" } else { "" };
+        let update = if update == cppo_kernels::Precision::Auto {
+            format!("{} by auto", cppo_kernels::describe_auto_update())
+        } else {
+            update.name().to_string()
+        };
         eprintln!(
-            "kernels: {}; update products {}{}, rollout weights {}{}",
+            "kernels: {} on {}; update products {update}, rollout weights {}{}",
             cppo_kernels::isa::describe(),
-            update.for_update().name(),
-            auto(update),
+            cppo_kernels::isa::vendor().name(),
             rollouts.for_rollouts().name(),
             auto(rollouts)
         );
