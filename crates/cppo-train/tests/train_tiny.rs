@@ -318,11 +318,18 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
 fn update_products_follow_the_config() {
     use cppo_kernels::Precision;
     let t = Trainer::new(common::tiny_config("mp-default", &[]), false).unwrap();
-    assert_eq!(t.policy.matmul_precision(), Precision::Bf16, "bf16 products are the default");
+    // The default is `auto`: what this CPU was measured faster with (bf16 only on AMD with AVX512-BF16).
+    let auto = Precision::Auto.for_update();
+    assert_ne!(auto, Precision::Auto);
+    assert_eq!(auto == Precision::Bf16, Precision::bf16_update_pays());
+    assert_eq!(t.policy.matmul_precision(), auto, "auto is the default");
     for p in [Precision::F32, Precision::Bf16] {
         assert_eq!(serde_json::to_value(p).unwrap(), serde_json::Value::String(p.name().into()), "names are the config's");
     }
-    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), Precision::Bf16, "the reference follows the policy");
+    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), auto, "the reference follows the policy");
+    let t = Trainer::new(common::tiny_config("mp-bf16", &["optim.matmul_precision=\"bf16\""]), false).unwrap();
+    assert_eq!(t.policy.matmul_precision(), Precision::Bf16);
+    assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), Precision::Bf16);
     let t = Trainer::new(common::tiny_config("mp-f32", &["optim.matmul_precision=\"f32\""]), false).unwrap();
     assert_eq!(t.policy.matmul_precision(), Precision::F32);
     assert_eq!(t.reference.as_ref().unwrap().matmul_precision(), Precision::F32);
