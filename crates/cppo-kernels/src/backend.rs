@@ -119,6 +119,8 @@ pub trait Backend: Send + Sync {
     fn duplicate(&self, x: Self::View<'_>) -> Self::Buf;
     /// The bf16 copy of a weight (round to nearest even).
     fn to_half(&self, w: Self::View<'_>) -> Self::Half;
+    /// A bf16 weight widened to `T` (exact).
+    fn widen(&self, h: &Self::Half) -> Self::Buf;
 
     // Embedding.
     /// The rows of `table (vocab, width)` that `tokens` look up.
@@ -184,6 +186,38 @@ pub trait Backend: Send + Sync {
     ) -> Self::Buf;
     /// The column sums of `g (n x dout)`.
     fn linear_grad_bias(&self, g: Self::View<'_>, dout: usize) -> Self::Buf;
+    /// `linear` for a weight held only in bf16 (a frozen LoRA base): the same result as `linear`
+    /// with the weight widened to `T`, which is what this default does, one matrix at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_half(
+        &self,
+        x: Self::View<'_>,
+        w: &Self::Half,
+        bias: Option<Self::View<'_>>,
+        din: usize,
+        dout: usize,
+        y: Self::ViewMut<'_>,
+        add: bool,
+        p: Precision,
+    ) {
+        let wide = self.widen(w);
+        self.linear(x, self.view(&wide), bias, din, dout, y, add, p);
+    }
+    /// `linear_grad_input` for a weight held only in bf16, as `linear_half`.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_grad_input_half(
+        &self,
+        dx: Self::ViewMut<'_>,
+        g: Self::View<'_>,
+        w: &Self::Half,
+        din: usize,
+        dout: usize,
+        add: bool,
+        p: Precision,
+    ) {
+        let wide = self.widen(w);
+        self.linear_grad_input(dx, g, self.view(&wide), din, dout, add, p);
+    }
 
     // Attention of the training path over a layout (the rotary embedding is applied inside).
     fn attention(

@@ -11,7 +11,7 @@ use crate::backend::{AdamWStep, Backend, CacheLayout, CachedQuery, Product, Scor
 use crate::gemm::{View, ViewMut};
 use crate::logprob::{self, Gather};
 use crate::rope::{rope_rows, RopeTable};
-use crate::skinny::to_bf16;
+use crate::skinny::{from_bf16, to_bf16};
 use crate::{linear, rms_norm, swiglu, Float, Precision, SendPtr};
 
 /// The CPU backend computing in `T`.
@@ -90,6 +90,18 @@ impl<T: Float> Backend for Cpu<T> {
                 }
             });
         h
+    }
+
+    fn widen(&self, h: &Vec<u16>) -> Vec<T> {
+        let mut w = vec![T::zero(); h.len()];
+        w.par_chunks_mut(1 << 16)
+            .zip(h.par_chunks(1 << 16))
+            .for_each(|(d, s)| {
+                for (d, &v) in d.iter_mut().zip(s) {
+                    *d = T::of(f64::from(from_bf16(v)));
+                }
+            });
+        w
     }
 
     fn embed(&self, table: &[T], width: usize, tokens: &[u32]) -> Vec<T> {

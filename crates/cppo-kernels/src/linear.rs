@@ -159,7 +159,15 @@ pub fn project_f32(x: &[f32], n: usize, din: usize, outs: &mut [ProjectOut<f32>]
         return;
     }
     for o in outs.iter_mut() {
-        accumulate(o.y, x, o.w, din, o.n, o.add, Precision::F32);
+        match o.half {
+            // Without the skinny kernel a bf16 weight (a snapshot, or a weight held only in bf16,
+            // whose `w` is then empty) is widened for the product, exactly.
+            Some(h) => {
+                let wide: Vec<f32> = h.iter().map(|&v| super::skinny::from_bf16(v)).collect();
+                accumulate(o.y, x, &wide, din, o.n, o.add, Precision::F32);
+            }
+            None => accumulate(o.y, x, o.w, din, o.n, o.add, Precision::F32),
+        }
     }
 }
 

@@ -184,6 +184,9 @@ impl<T: Float> Backend for Reference<T> {
     fn to_half(&self, w: &[T]) -> Vec<u16> {
         w.iter().map(|&v| to_bf16(f(v) as f32)).collect()
     }
+    fn widen(&self, h: &Vec<u16>) -> Vec<T> {
+        h.iter().map(|&v| T::of(f64::from(from_bf16(v)))).collect()
+    }
 
     fn embed(&self, table: &[T], width: usize, tokens: &[u32]) -> Vec<T> {
         tokens

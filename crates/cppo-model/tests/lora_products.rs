@@ -82,6 +82,9 @@ impl Backend for Recording {
     fn to_half(&self, w: &[f32]) -> Vec<u16> {
         self.cpu.to_half(w)
     }
+    fn widen(&self, h: &Vec<u16>) -> Vec<f32> {
+        self.cpu.widen(h)
+    }
     fn embed(&self, table: &[f32], width: usize, tokens: &[u32]) -> Vec<f32> {
         self.cpu.embed(table, width, tokens)
     }

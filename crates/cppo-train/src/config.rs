@@ -323,18 +323,29 @@ pub struct LoraSection {
     pub r: usize,
     /// PEFT's `lora_alpha`: adapters are scaled by `alpha / r` (`alpha / sqrt(r)` with `use_rslora`).
     pub alpha: f64,
-    /// Dropout on the adapters' input; only 0 is implemented.
+    /// Dropout on the adapters' input in training passes, as PEFT's `lora_dropout` (0: none).
     pub dropout: f64,
     /// The adapted linear layers by PEFT's names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`,
     /// `up_proj`, `down_proj`), or "all-linear" for all seven (never the output projection, as in PEFT).
     pub target_modules: TargetModules,
     pub use_rslora: bool,
+    /// How the frozen base's linear layers are held: "bf16" (the default: half the memory, and the
+    /// rollout snapshot is that same storage) or "f32". Embeddings, norms and the output projection
+    /// stay f32 either way.
+    pub base_dtype: Precision,
 }
 
 /// PEFT's defaults (r = 8, alpha = 8, no dropout); its default targets for Llama and Qwen are q and v.
 impl Default for LoraSection {
     fn default() -> Self {
-        LoraSection { r: 8, alpha: 8.0, dropout: 0.0, target_modules: TargetModules::List(vec!["q_proj".into(), "v_proj".into()]), use_rslora: false }
+        LoraSection {
+            r: 8,
+            alpha: 8.0,
+            dropout: 0.0,
+            target_modules: TargetModules::List(vec!["q_proj".into(), "v_proj".into()]),
+            use_rslora: false,
+            base_dtype: Precision::Bf16,
+        }
     }
 }
 
@@ -389,8 +400,11 @@ impl LoraSection {
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
             bail!("lora.alpha = {} must be > 0", self.alpha);
         }
-        if self.dropout != 0.0 {
-            bail!("lora.dropout = {}: dropout on the adapters is not implemented yet; use 0", self.dropout);
+        if !(0.0..1.0).contains(&self.dropout) {
+            bail!("lora.dropout = {} must be in [0, 1)", self.dropout);
+        }
+        if self.base_dtype == Precision::Auto {
+            bail!("lora.base_dtype = \"auto\": say \"bf16\" or \"f32\"");
         }
         self.targets()?;
         Ok(())

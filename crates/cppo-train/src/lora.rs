@@ -69,11 +69,13 @@ pub fn memory_plan(policy: &Decoder, reference: Option<&Decoder>) -> Vec<String>
     let mut lines = Vec::new();
     match policy.lora() {
         Some(spec) => {
+            let held = policy.weight_bytes() - 4 * trainable;
             lines.push(format!(
-                "memory plan (LoRA r={}, {} modules): frozen base {total} params {:.1} MiB; adapters {trainable} params {:.2} MiB ({:.3}% of the base)",
+                "memory plan (LoRA r={}, {} modules): frozen base {total} params {:.1} MiB ({}); adapters {trainable} params {:.2} MiB ({:.3}% of the base)",
                 spec.r,
                 spec.targets.len(),
-                mib(total),
+                held as f64 / (1024.0 * 1024.0),
+                if policy.has_bf16_base() { "linear layers in bf16, the rollout snapshot shares them" } else { "f32" },
                 mib(trainable),
                 100.0 * trainable as f64 / total.max(1) as f64
             ));

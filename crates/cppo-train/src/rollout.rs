@@ -60,6 +60,7 @@ pub struct RolloutRequest<'a> {
 }
 
 /// Generates and decodes; scoring is separate so its time is reported on its own.
+#[allow(clippy::too_many_arguments)]
 pub fn generate_groups(
     policy: &Decoder,
     tokenizer: &ChatTokenizer,
@@ -70,9 +71,37 @@ pub fn generate_groups(
     precision: Precision,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
+    generate_decoded(policy, tokenizer, req, params, EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed }, precision, on_finish, false)
+}
+
+/// As `generate_groups`, with completions that do not decode (ids beyond the tokenizer, e.g. from a
+/// random model of a larger vocabulary: `cppo bench step --random-config`) given empty texts.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_groups_lossy(
+    policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    req: &RolloutRequest,
+    params: &SamplingParams,
+    max_batch: usize,
+    seed: u64,
+    precision: Precision,
+) -> Result<(Vec<Rollout>, GenerationStats)> {
+    generate_decoded(policy, tokenizer, req, params, EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed }, precision, |_| {}, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn generate_decoded(
+    policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    req: &RolloutRequest,
+    params: &SamplingParams,
+    options: EngineOptions,
+    precision: Precision,
+    on_finish: impl FnMut(usize),
+    lossy: bool,
+) -> Result<(Vec<Rollout>, GenerationStats)> {
     let requests: Vec<Request> =
         req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
-    let options = EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed };
     let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
     let backend = cppo_engine::DecoderBackend::new(policy, precision)?;
     let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
@@ -80,7 +109,7 @@ pub fn generate_groups(
     for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {
         let texts = completions
             .iter()
-            .map(|c| tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from))
+            .map(|c| if lossy { Ok(detok(&c.tokens)) } else { tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from) })
             .collect::<Result<Vec<_>>>()?;
         out.push(Rollout {
             problem: problem.clone(),

@@ -166,6 +166,12 @@ impl Trainer {
                     }
                     None => base.with_lora(spec.clone(), cfg.seed)?,
                 };
+                let policy = match cfg.lora.as_ref().map(|l| l.base_dtype) {
+                    Some(cppo_kernels::Precision::Bf16) => policy.with_bf16_base()?,
+                    _ => policy,
+                };
+                // The masks depend on the seed and the step only, so a resumed run draws the same ones.
+                let policy = policy.with_lora_dropout(cfg.lora.as_ref().map_or(0.0, |l| l.dropout), cfg.seed ^ 0x6c6f_7261)?;
                 // The reference is the base: the policy with its adapters switched off, no second copy.
                 let reference = (cfg.loss.beta > 0.0).then(|| policy.without_adapters());
                 (policy, reference)
@@ -280,6 +286,7 @@ impl Trainer {
     pub fn train_step(&mut self, mut on_generated: impl FnMut(usize)) -> Result<StepReport> {
         let t_step = Instant::now();
         let step = self.step;
+        self.policy.start_dropout_step(step as u64);
         let plan = self.cfg.plan().map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
         let g = self.cfg.rollout.num_generations;
         let planned = plan.questions_per_step;

@@ -71,8 +71,9 @@ fn comparable(mut m: StepMetrics) -> StepMetrics {
     m
 }
 
-fn resume_run(name: &str, stop_after: Option<u64>) -> (Vec<StepMetrics>, Vec<f32>, std::path::PathBuf) {
-    let cfg = lora_config(name, &["train.steps=4", "train.save_every=2", "loss.num_iterations=2"]);
+fn resume_run(name: &str, stop_after: Option<u64>, extra: &[&str]) -> (Vec<StepMetrics>, Vec<f32>, std::path::PathBuf) {
+    let ov: Vec<&str> = ["train.steps=4", "train.save_every=2", "loss.num_iterations=2"].iter().chain(extra).copied().collect();
+    let cfg = lora_config(name, &ov);
     let out = cfg.output_dir.clone();
     let mut t = Trainer::new(cfg.clone(), false).unwrap();
     while t.step < 4 {
@@ -93,8 +94,8 @@ fn resume_run(name: &str, stop_after: Option<u64>) -> (Vec<StepMetrics>, Vec<f32
 
 #[test]
 fn lora_checkpoints_hold_the_adapter_and_resume_exactly() {
-    let (a, wa, out) = resume_run("straight", None);
-    let (b, wb, _) = resume_run("resumed", Some(2));
+    let (a, wa, out) = resume_run("straight", None, &[]);
+    let (b, wb, _) = resume_run("resumed", Some(2), &[]);
     assert_eq!(a.len(), 4);
     assert_eq!(a, b, "a resumed LoRA run differs from an uninterrupted one");
     assert!(wa == wb, "adapters differ after resume");
@@ -109,6 +110,16 @@ fn lora_checkpoints_hold_the_adapter_and_resume_exactly() {
     assert_eq!(adapters.r, 2);
     assert_eq!(opt.len(), 2 * n_adapters + 1, "AdamW moments for the adapters only (plus the step)");
     assert!(opt.keys().filter(|k| *k != "step").all(|k| k.contains(".lora_")), "{:?}", opt.keys());
+}
+
+#[test]
+fn lora_dropout_trains_and_resumes_exactly() {
+    let (a, wa, _) = resume_run("dropout-straight", None, &["lora.dropout=0.1"]);
+    let (b, wb, _) = resume_run("dropout-resumed", Some(2), &["lora.dropout=0.1"]);
+    assert_eq!(a, b, "a resumed run with dropout differs from an uninterrupted one");
+    assert!(wa == wb, "adapters differ after resume");
+    let (_, w0, _) = resume_run("dropout-none", None, &[]);
+    assert!(wa != w0, "dropout 0.1 trains other adapters than no dropout");
 }
 
 fn common_layers() -> usize {
@@ -151,8 +162,9 @@ fn bad_lora_settings_are_errors_naming_the_key() {
     assert!(e.contains("lora.target_modules") && e.contains("qkv_proj"), "{e}");
     let e = try_cfg(&["lora.r=0"]).unwrap_err();
     assert!(e.contains("lora.r = 0"), "{e}");
-    let e = try_cfg(&["lora.dropout=0.05"]).unwrap_err();
-    assert!(e.contains("lora.dropout") && e.contains("not implemented"), "{e}");
+    let e = try_cfg(&["lora.dropout=1.0"]).unwrap_err();
+    assert!(e.contains("lora.dropout = 1"), "{e}");
+    assert!(try_cfg(&["lora.dropout=0.05"]).is_ok());
     let e = try_cfg(&["lora.rank=4"]).unwrap_err();
     assert!(e.contains("lora.rank"), "{e}");
     assert!(try_cfg(&["lora.r=4", "lora.target_modules=\"all-linear\"", "lora.use_rslora=true"]).is_ok());

@@ -157,6 +157,11 @@ enum BenchCommand {
         /// The rank of `--lora`.
         #[arg(long, default_value_t = 16)]
         lora_r: usize,
+        /// With `--lora`: one LoRA step (no full fine-tuning arm) on a random model of this
+        /// `config.json`'s shape (e.g. configs/models/qwen2.5-1.5b-instruct.json), `--model` giving
+        /// only the tokenizer.
+        #[arg(long)]
+        random_config: Option<PathBuf>,
     },
 }
 
@@ -287,7 +292,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
             print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());
         }
-        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: true, lora_r } } => {
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, lora: true, lora_r, random_config: Some(cfg), .. } } => {
+            print!("{}", commands::bench_lora::bench_step_lora_random(&cfg, &model, max_new_tokens, lora_r)?.table());
+        }
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: true, lora_r, random_config: None } } => {
             print!("{}", commands::bench_lora::bench_step_lora(&model, max_new_tokens, repeats, lora_r)?.table());
         }
         Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: false, .. } } => {

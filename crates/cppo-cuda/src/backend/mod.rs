@@ -298,6 +298,15 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
     fn to_half(&self, w: View<'_>) -> Self::Half {
         self.run("to_half", |c| c.bf16_copy(w.buf))
     }
+    fn widen(&self, h: &Self::Half) -> Self::Buf {
+        self.run("widen", |c| {
+            let out = c.alloc(DType::F32, h.buf.len)?;
+            if h.buf.len > 0 {
+                ops::elementwise::cast(&mut *c.d, &c.t, h.buf, out.buf, h.buf.len)?;
+            }
+            Ok(out)
+        })
+    }
 
     fn embed(&self, table: View<'_>, width: usize, tokens: &[u32]) -> Self::Buf {
         self.run("embed", |c| {

@@ -41,8 +41,9 @@ macro_rules! held_backward {
             fn backward(&self, dec: &Decoder, dlogp: &[$T]) -> Result<Vec<Option<Vec<$T>>>> {
                 let guards = dec.weight_guards();
                 let w: Vec<&[$T]> = guards.iter().map(|g| g.get::<$T>()).collect::<Result<_>>()?;
+                let half = dec.stored_halves();
                 let b = <$B>::new();
-                let m = Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale() };
+                let m = Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half, dropout: None };
                 Ok(tape::backward(&m, &self.tape, dlogp, &dec.trainable_mask()))
             }
         }

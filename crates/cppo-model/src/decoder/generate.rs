@@ -2,6 +2,8 @@
 //! appends one token to each row it is given, each at its own position. Both run `infer.rs` on the
 //! decoder's backend, in f32, optionally reading a bf16 snapshot of the matrix weights.
 
+use std::sync::Arc;
+
 use candle_core::{DType, Tensor};
 use cppo_kernels::backend::{Backend, CachedQuery};
 
@@ -14,10 +16,31 @@ use crate::kv_cache::KvCache;
 /// AVX512-BF16 the products' inputs are rounded to bf16 too, which doubles the products per
 /// instruction at many rows (`cppo bench generate`). Sums stay f32, and so do norms, embeddings
 /// looked up, attention and the KV cache. A snapshot: weights updated afterwards are not seen, so take
-/// one per generation.
+/// one per generation (the frozen base of a LoRA decoder is the exception: `rollout_weights` takes its
+/// snapshot once and hands out that one, its adapters running unmerged beside it). Cloning shares the
+/// bf16 matrices.
+#[derive(Clone, Debug)]
 pub struct RolloutWeights {
     /// Indexed like the decoder's parameters; `None` for weights the generation path reads in f32.
-    half: Vec<Option<Vec<u16>>>,
+    half: Vec<Option<Arc<Vec<u16>>>>,
+}
+
+impl RolloutWeights {
+    /// Whether two snapshots hold the very same bf16 matrices (not copies of them).
+    pub fn shares_storage_with(&self, other: &RolloutWeights) -> bool {
+        self.half.len() == other.half.len()
+            && self.half.iter().any(Option::is_some)
+            && self.half.iter().zip(&other.half).all(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            })
+    }
+
+    /// The bytes of the bf16 matrices it holds.
+    pub fn bytes(&self) -> usize {
+        self.half.iter().flatten().map(|h| h.len() * 2).sum()
+    }
 }
 
 impl Decoder {
@@ -29,13 +52,34 @@ impl Decoder {
     }
 
     /// The bf16 snapshot of this decoder's current linear weights (q, k, v, o, gate, up, down and the
-    /// output projection) for `prefill_logits_with` / `decode_step_logits_with`.
+    /// output projection) for `prefill_logits_with` / `decode_step_logits_with`. A weight already held
+    /// in bf16 (`with_bf16_base`) is shared, not copied. A decoder carrying LoRA adapters has a frozen
+    /// base, so its snapshot is taken on the first call and shared by every later one (and by clones).
     pub fn rollout_weights(&self) -> Result<RolloutWeights> {
         self.check_f32()?;
+        if self.lora.is_none() {
+            return self.take_rollout_weights();
+        }
+        if let Some(s) = self.frozen_snapshot.get() {
+            return Ok(s.clone());
+        }
+        let s = self.take_rollout_weights()?;
+        // Another thread may have set it meanwhile; either snapshot holds the same values.
+        Ok(self.frozen_snapshot.get_or_init(|| s).clone())
+    }
+
+    fn take_rollout_weights(&self) -> Result<RolloutWeights> {
         let half = with_ctx!(self, f32, |m| {
             // The output projection is the embedding matrix when the two are tied (SmolLM2, Qwen2.5's
             // small sizes): it is read whole every step, so it is in the snapshot either way.
-            self.params.iter().enumerate().map(|(i, p)| (p.spec.is_linear() || i == m.ix.lm_head).then(|| m.b.to_half(m.w[i]))).collect()
+            self.params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| match &p.half {
+                    Some(h) => Some(h.clone()),
+                    None => (p.spec.is_linear() || i == m.ix.lm_head).then(|| Arc::new(m.b.to_half(m.w[i]))),
+                })
+                .collect()
         });
         Ok(RolloutWeights { half })
     }
@@ -143,7 +187,8 @@ impl Decoder {
         let layout = cache.layout();
         let step = Step { queries, positions };
         let logits = with_ctx!(self, f32, |m| {
-            let halves = half.map(|r| r.half.as_slice());
+            let snapshot: Option<Vec<Option<&Vec<u16>>>> = half.map(|r| r.half.iter().map(|h| h.as_deref()).collect());
+            let halves = snapshot.as_deref();
             let mut views = CacheViews::<'_, _> { k: cache.k.iter_mut().map(|v| v.as_mut_slice()).collect(), v: cache.v.iter_mut().map(|v| v.as_mut_slice()).collect(), layout };
             let hidden = infer::run(&m, halves, tokens, &step, &mut views);
             if last_only {

@@ -23,7 +23,7 @@ pub(crate) struct CacheViews<'a, B: Backend + 'a> {
 }
 
 /// The bf16 copy of each weight a rollout reads instead (indexed like the parameters), if any.
-pub(crate) type Halves<'a, B> = Option<&'a [Option<<B as Backend>::Half>]>;
+pub(crate) type Halves<'a, B> = Option<&'a [Option<&'a <B as Backend>::Half>]>;
 
 /// `y = x @ w^T (+ bias)`, from the bf16 copy where given.
 fn product<'w, 'y, B: Backend>(w: B::View<'w>, half: Option<&'w B::Half>, bias: Option<B::View<'w>>, dout: usize, y: B::ViewMut<'y>) -> Product<'w, 'y, B> {
@@ -38,7 +38,8 @@ pub(crate) fn run<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, tokens: &
     let (h, inter, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps);
     let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
     let (qw, kw) = (heads * hd, kv_heads * hd);
-    let hw = |i: usize| half.and_then(|hs| hs[i].as_ref());
+    // A weight held only in bf16 is read from that storage, snapshot or not.
+    let hw = |i: usize| half.and_then(|hs| hs[i]).or(m.half[i]);
     let slots: Vec<(usize, usize)> = step.queries.iter().zip(step.positions).map(|(c, &p)| (c.row, p)).collect();
     let mut x = b.embed(w[ix.embed], h, tokens);
     let (mut q, mut k, mut v) = (b.zeros(n * qw), b.zeros(n * kw), b.zeros(n * kw));
@@ -88,7 +89,7 @@ pub(crate) fn head_logits<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, h
     let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
     let hn = b.rms_norm(hidden, w[ix.norm], cfg.rms_norm_eps);
     let mut logits = b.zeros(n * vocab);
-    let head_half = half.and_then(|hs| hs[ix.lm_head].as_ref());
+    let head_half = half.and_then(|hs| hs[ix.lm_head]).or(m.half[ix.lm_head]);
     b.project(b.view(&hn), n, h, &mut [Product { w: w[ix.lm_head], half: head_half, bias: None, dout: vocab, y: b.view_mut(&mut logits), add: false }]);
     logits
 }

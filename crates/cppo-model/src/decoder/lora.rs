@@ -134,13 +134,14 @@ impl Decoder {
             } else {
                 (t.copy()?.contiguous()?, None)
             };
-            self.params.push(Param { spec: s, t, var });
+            self.params.push(Param { spec: s, t, var, half: None });
         }
         let all: Vec<ParamSpec> = self.params.iter().map(|p| p.spec.clone()).collect();
         self.index = Arc::new(Index::new(&all));
         self.trainable = trainable;
         self.lora = Some(Arc::new(spec));
         self.adapters_on = true;
+        self.frozen_snapshot = Arc::default();
         Ok(self)
     }
 
@@ -173,7 +174,7 @@ impl Decoder {
     pub fn adapter_weights(&self) -> Result<Weights> {
         let mut w = Weights::default();
         for p in self.params.iter().filter(|p| matches!(p.spec.kind, ParamKind::Lora(..))) {
-            w.insert(p.spec.name.clone(), p.value().copy()?);
+            w.insert(p.spec.name.clone(), p.value()?.copy()?);
         }
         Ok(w)
     }
@@ -185,7 +186,7 @@ impl Decoder {
             for l in 0..self.index.layers() {
                 for p in LayerParam::linear() {
                     let Some((ia, ib)) = self.index.lora(l, p) else { continue };
-                    let (a, b) = (self.params[ia].value().to_dtype(DType::F64)?, self.params[ib].value().to_dtype(DType::F64)?);
+                    let (a, b) = (self.params[ia].value()?.to_dtype(DType::F64)?, self.params[ib].value()?.to_dtype(DType::F64)?);
                     let name = ParamKind::Layer(l, p).name();
                     let base = w.get(&name).ok_or_else(|| DecoderError::MissingTensor { name: name.clone() })?;
                     let merged = (base.to_dtype(DType::F64)? + (b.matmul(&a)? * spec.scale())?)?.to_dtype(DType::F32)?;

@@ -7,6 +7,8 @@
 
 mod adapter;
 mod attach;
+mod bf16_base;
+mod dropout;
 mod error;
 mod generate;
 mod index;
@@ -18,11 +20,12 @@ mod tape;
 mod train;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use candle_core::{DType, Device, Tensor, Var};
 use cppo_io::params::ParamSpec;
 
+pub use dropout::dropout_multipliers;
 pub use error::{DecoderError, Result};
 pub use generate::RolloutWeights;
 pub use lora::LoraSpec;
@@ -37,18 +40,33 @@ use cppo_kernels::rope::RopeTable;
 use cppo_kernels::Precision;
 use index::Index;
 
-/// One weight: a `Var` when trainable, a plain tensor when frozen.
+/// One weight: a `Var` when trainable, a plain tensor when frozen, or (a frozen linear layer of a
+/// `with_bf16_base` decoder) only its bf16 values, with `t` an empty tensor of the decoder's dtype.
 #[derive(Clone, Debug)]
 pub(crate) struct Param {
     pub spec: ParamSpec,
     pub t: Tensor,
     pub var: Option<Var>,
+    /// The weight's only storage when it is held in bf16, shared with every rollout snapshot.
+    pub half: Option<Arc<Vec<u16>>>,
 }
 
 impl Param {
-    /// The current value with no link to the gradient graph.
-    pub fn value(&self) -> Tensor {
-        self.t.detach()
+    /// The current value with no link to the gradient graph (a bf16-stored weight widened, exactly,
+    /// to the decoder's dtype).
+    pub fn value(&self) -> Result<Tensor> {
+        match &self.half {
+            Some(h) => {
+                let wide: Vec<f32> = h.iter().map(|&v| cppo_kernels::skinny::from_bf16(v)).collect();
+                Ok(Tensor::from_vec(wide, self.spec.shape.clone(), self.t.device())?.to_dtype(self.t.dtype())?)
+            }
+            None => Ok(self.t.detach()),
+        }
+    }
+
+    /// The bytes this weight holds in memory.
+    pub fn bytes(&self) -> usize {
+        self.t.elem_count() * self.t.dtype().size_in_bytes() + self.half.as_ref().map_or(0, |h| h.len() * 2)
     }
 }
 
@@ -73,6 +91,30 @@ pub(crate) struct Ctx<'a, B: Backend> {
     pub mp: Precision,
     /// The adapters' scale when the decoder's LoRA adapters are in use.
     pub lora: Option<f64>,
+    /// Per weight, its bf16 storage when it is held only in bf16 (`w` is then empty for it).
+    pub half: &'a [Option<&'a B::Half>],
+    /// The adapters' dropout masks in a training forward pass and its backward (`dropout.rs`).
+    pub dropout: Option<dropout::DropoutKey>,
+}
+
+impl<B: Backend> Ctx<'_, B> {
+    /// `y (+)= x @ w^T (+ bias)` for weight `i`, read from its bf16 storage when it has one.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear(&self, i: usize, x: B::View<'_>, bias: Option<B::View<'_>>, din: usize, dout: usize, y: B::ViewMut<'_>, add: bool, p: Precision) {
+        match self.half[i] {
+            Some(h) => self.b.linear_half(x, h, bias, din, dout, y, add, p),
+            None => self.b.linear(x, self.w[i], bias, din, dout, y, add, p),
+        }
+    }
+
+    /// `dx (+)= g @ w` for weight `i`, read from its bf16 storage when it has one.
+    #[allow(clippy::too_many_arguments)]
+    pub fn grad_input(&self, i: usize, dx: B::ViewMut<'_>, g: B::View<'_>, din: usize, dout: usize, add: bool, p: Precision) {
+        match self.half[i] {
+            Some(h) => self.b.linear_grad_input_half(dx, g, h, din, dout, add, p),
+            None => self.b.linear_grad_input(dx, g, self.w[i], din, dout, add, p),
+        }
+    }
 }
 
 /// Runs `$body` with `$m: Ctx` over this decoder's weights (read-locked for its duration) on the
@@ -82,15 +124,16 @@ macro_rules! with_ctx {
         let dec = &$dec;
         let guards = dec.weight_guards();
         let w: Vec<&[$T]> = guards.iter().map(|g| g.get::<$T>()).collect::<candle_core::Result<_>>()?;
+        let half = dec.stored_halves();
         match dec.backend {
             $crate::decoder::BackendKind::Cpu => {
                 let b = cppo_kernels::cpu::Cpu::<$T>::new();
-                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale() };
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half, dropout: None };
                 $body
             }
             $crate::decoder::BackendKind::Reference => {
                 let b = cppo_kernels::reference::Reference::<$T>::new();
-                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale() };
+                let $m = $crate::decoder::Ctx { b: &b, w: &w, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &half, dropout: None };
                 $body
             }
         }
@@ -121,6 +164,11 @@ pub struct Decoder {
     lora: Option<Arc<LoraSpec>>,
     /// Whether the adapters take part (false in `without_adapters`, the reference of a LoRA run).
     adapters_on: bool,
+    /// The bf16 rollout snapshot of a frozen base (a LoRA decoder), taken once and shared by clones:
+    /// only the adapters change during training, and they run unmerged beside it.
+    frozen_snapshot: Arc<OnceLock<RolloutWeights>>,
+    /// Dropout on the adapters' inputs in training (`with_lora_dropout`), shared by clones.
+    dropout: Option<Arc<dropout::DropoutState>>,
 }
 
 /// A running count of the completions a decoder has scored through `completion_logprobs` and
@@ -213,7 +261,7 @@ impl Decoder {
             } else {
                 (t.copy()?.contiguous()?, None)
             };
-            params.push(Param { spec, t, var });
+            params.push(Param { spec, t, var, half: None });
         }
         let specs: Vec<ParamSpec> = params.iter().map(|p| p.spec.clone()).collect();
         let inv = cppo_io::config::inverse_frequencies(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling.as_ref());
@@ -232,6 +280,8 @@ impl Decoder {
             temperature: 1.0,
             lora: None,
             adapters_on: false,
+            frozen_snapshot: Arc::default(),
+            dropout: None,
         })
     }
 
@@ -330,7 +380,7 @@ impl Decoder {
     pub fn to_weights(&self) -> Result<Weights> {
         let mut w = Weights::default();
         for p in self.params.iter().filter(|p| !matches!(p.spec.kind, cppo_io::params::ParamKind::Lora(..))) {
-            w.insert(p.spec.name.clone(), p.value().copy()?);
+            w.insert(p.spec.name.clone(), p.value()?.copy()?);
         }
         Ok(w)
     }
@@ -339,7 +389,10 @@ impl Decoder {
     pub fn frozen_copy(&self) -> Result<Decoder> {
         let mut d = self.clone();
         for p in d.params.iter_mut() {
-            p.t = p.value().copy()?;
+            // A bf16-stored weight is never written, so the copy may share it.
+            if p.half.is_none() {
+                p.t = p.value()?.copy()?;
+            }
             p.var = None;
         }
         d.trainable = false;
@@ -350,6 +403,17 @@ impl Decoder {
     /// Per parameter, whether it is trainable (a variable): the weights whose gradients the tape computes.
     pub(crate) fn trainable_mask(&self) -> Vec<bool> {
         self.params.iter().map(|p| p.var.is_some()).collect()
+    }
+
+    /// Per weight, its bf16 storage when it is held only in bf16.
+    pub(crate) fn stored_halves(&self) -> Vec<Option<&Vec<u16>>> {
+        self.params.iter().map(|p| p.half.as_deref()).collect()
+    }
+
+    /// The bytes the decoder's weights hold in memory (adapters included; the rollout snapshot of a
+    /// base held in f32 not).
+    pub fn weight_bytes(&self) -> usize {
+        self.params.iter().map(Param::bytes).sum()
     }
 
     /// Read locks on every weight's memory, in parameter order, for the kernels to read as slices.

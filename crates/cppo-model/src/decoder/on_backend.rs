@@ -40,7 +40,16 @@ impl Decoder {
         }
         let guards = self.weight_guards();
         let host: Vec<&[f32]> = guards.iter().map(|g| g.get::<f32>()).collect::<candle_core::Result<_>>()?;
-        Ok(BackendWeights { bufs: host.iter().map(|w| b.upload(w)).collect() })
+        // A weight held in bf16 goes to the device widened (exactly) to f32.
+        let bufs = host
+            .iter()
+            .zip(&self.params)
+            .map(|(w, p)| match &p.half {
+                Some(h) => b.upload(&h.iter().map(|&v| cppo_kernels::skinny::from_bf16(v)).collect::<Vec<f32>>()),
+                None => b.upload(w),
+            })
+            .collect();
+        Ok(BackendWeights { bufs })
     }
 
     /// Runs the tape forward over `groups` (as `grouped_completion_logprobs`) on `b` with the weights
@@ -66,7 +75,9 @@ impl Decoder {
         // far as the drop check knows) need 'a when dropped, so an owned Vec of them cannot be lent
         // for its own lifetime. The slice of views (a few bytes per weight) is leaked instead.
         let views: &[B::View<'_>] = Box::leak(w.bufs.iter().map(|x| b.view(x)).collect::<Box<[_]>>());
-        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale() };
+        // Every weight is on the device in f32 (`upload_weights`).
+        let half: Vec<Option<&B::Half>> = vec![None; self.params.len()];
+        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &half, dropout: self.next_dropout_key() };
         let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true, self.temperature)?;
         let tape = tape.ok_or_else(|| DecoderError::BadInput("tape_on: the forward kept no tape".into()))?;
         let grads = tape::backward(&m, &tape, dlogp, &self.trainable_mask());

@@ -35,6 +35,8 @@ struct Saved<B: Backend> {
 
 pub(crate) struct Tape<B: Backend> {
     attn: Attention,
+    /// The forward's dropout masks on the adapters' inputs, which the backward recomputes.
+    dropout: Option<super::dropout::DropoutKey>,
     /// The forward's products' precision, which the backward's follow.
     precision: Precision,
     /// The temperature the log-probs were taken at (`tempered_norm`).
@@ -49,11 +51,11 @@ pub(crate) struct Tape<B: Backend> {
     logits: Mutex<Option<Vec<B::Buf>>>,
 }
 
-/// `y = x @ w^T (+ bias)` as a new buffer of `n` rows.
+/// `y = x @ w_i^T (+ bias)` as a new buffer of `n` rows, for weight `i`.
 #[allow(clippy::too_many_arguments)]
-fn linear<B: Backend>(b: &B, x: &B::Buf, w: B::View<'_>, bias: Option<B::View<'_>>, n: usize, din: usize, dout: usize, p: Precision) -> B::Buf {
-    let mut y = b.zeros(n * dout);
-    b.linear(b.view(x), w, bias, din, dout, b.view_mut(&mut y), false, p);
+fn linear<B: Backend>(m: &Ctx<B>, x: &B::Buf, i: usize, bias: Option<B::View<'_>>, n: usize, din: usize, dout: usize, p: Precision) -> B::Buf {
+    let mut y = m.b.zeros(n * dout);
+    m.linear(i, m.b.view(x), bias, din, dout, m.b.view_mut(&mut y), false, p);
     y
 }
 
@@ -66,11 +68,12 @@ fn layers<B: Backend>(m: &Ctx<B>, mut x: B::Buf, attn: &Attention, n: usize, sav
     let mut saved = Vec::with_capacity(if save { ix.layers() } else { 0 });
     for li in 0..ix.layers() {
         let at = |p| w[ix.at(li, p)];
+        let id = |p| ix.at(li, p);
         let opt = |p| ix.get(li, p).map(|i| w[i]);
         let hn = b.rms_norm(b.view(&x), at(InputNorm), eps);
-        let mut q = linear(b, &hn, at(Q), opt(QBias), n, h, qw, mp);
-        let mut k = linear(b, &hn, at(K), opt(KBias), n, h, kw, mp);
-        let mut v = linear(b, &hn, at(V), opt(VBias), n, h, kw, mp);
+        let mut q = linear(m, &hn, id(Q), opt(QBias), n, h, qw, mp);
+        let mut k = linear(m, &hn, id(K), opt(KBias), n, h, kw, mp);
+        let mut v = linear(m, &hn, id(V), opt(VBias), n, h, kw, mp);
         adapter::forward(m, li, Q, b.view(&hn), n, h, qw, b.view_mut(&mut q));
         adapter::forward(m, li, K, b.view(&hn), n, h, kw, b.view_mut(&mut k));
         adapter::forward(m, li, V, b.view(&hn), n, h, kw, b.view_mut(&mut v));
@@ -83,16 +86,16 @@ fn layers<B: Backend>(m: &Ctx<B>, mut x: B::Buf, attn: &Attention, n: usize, sav
         }
         let a = b.attention(attn, b.view(&q), b.view(&k), b.view(&v));
         let mut x_mid = b.duplicate(b.view(&x));
-        b.linear(b.view(&a), at(O), None, qw, h, b.view_mut(&mut x_mid), true, mp);
+        m.linear(id(O), b.view(&a), None, qw, h, b.view_mut(&mut x_mid), true, mp);
         adapter::forward(m, li, O, b.view(&a), n, qw, h, b.view_mut(&mut x_mid));
         let h2 = b.rms_norm(b.view(&x_mid), at(PostNorm), eps);
-        let mut gate = linear(b, &h2, at(Gate), None, n, h, inter, mp);
-        let mut up = linear(b, &h2, at(Up), None, n, h, inter, mp);
+        let mut gate = linear(m, &h2, id(Gate), None, n, h, inter, mp);
+        let mut up = linear(m, &h2, id(Up), None, n, h, inter, mp);
         adapter::forward(m, li, Gate, b.view(&h2), n, h, inter, b.view_mut(&mut gate));
         adapter::forward(m, li, Up, b.view(&h2), n, h, inter, b.view_mut(&mut up));
         let act = b.swiglu(b.view(&gate), b.view(&up));
         let mut x_next = b.duplicate(b.view(&x_mid));
-        b.linear(b.view(&act), at(Down), None, inter, h, b.view_mut(&mut x_next), true, mp);
+        m.linear(id(Down), b.view(&act), None, inter, h, b.view_mut(&mut x_next), true, mp);
         adapter::forward(m, li, Down, b.view(&act), n, inter, h, b.view_mut(&mut x_next));
         let x_in = std::mem::replace(&mut x, x_next);
         if save {
@@ -154,6 +157,7 @@ pub(crate) fn forward<B: Backend>(
     let mut scored = b.logprobs(&gather, b.view(&hn), w[ix.lm_head], cfg.vocab_size, h, save, m.mp);
     let tape = save.then(|| Tape {
         attn,
+        dropout: m.dropout,
         precision: m.mp,
         temperature,
         tokens: tokens.to_vec(),
@@ -174,7 +178,7 @@ pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout)
     let attn = attention(m, layout, n)?;
     let (x, _) = layers(m, b.embed(w[ix.embed], h, tokens), &attn, n, false);
     let hn = b.rms_norm(b.view(&x), w[ix.norm], cfg.rms_norm_eps);
-    Ok(linear(b, &hn, w[ix.lm_head], None, n, h, vocab, Precision::F32))
+    Ok(linear(m, &hn, ix.lm_head, None, n, h, vocab, Precision::F32))
 }
 
 /// The gradient of every weight `need` asks for (indexed like the parameters; `None` for the others)
@@ -182,6 +186,7 @@ pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout)
 /// asked for costs no weight-gradient product (a frozen base under LoRA): only the gradients of the
 /// activations flow through it.
 pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], need: &[bool]) -> Vec<Option<B::Buf>> {
+    let m = &Ctx { dropout: tape.dropout, ..*m };
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, inter, eps, vocab) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps, cfg.vocab_size);
     let (qw, kw) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
@@ -224,7 +229,7 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
         let act = b.swiglu(b.view(&s.gate), b.view(&s.up));
         grads[id(Down)] = wgrad(id(Down), &dx, &act, inter, h);
         let mut dm = b.zeros(n * inter);
-        b.linear_grad_input(b.view_mut(&mut dm), b.view(&dx), at(Down), inter, h, false, mp);
+        m.grad_input(id(Down), b.view_mut(&mut dm), b.view(&dx), inter, h, false, mp);
         adapter::backward(m, li, Down, b.view(&act), b.view(&dx), n, inter, h, b.view_mut(&mut dm), need, &mut grads);
         drop(act);
         let (dgate, dup) = b.swiglu_backward(b.view(&s.gate), b.view(&s.up), b.view(&dm));
@@ -232,8 +237,8 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
         grads[id(Gate)] = wgrad(id(Gate), &dgate, &h2, h, inter);
         grads[id(Up)] = wgrad(id(Up), &dup, &h2, h, inter);
         let mut dh2 = b.zeros(n * h);
-        b.linear_grad_input(b.view_mut(&mut dh2), b.view(&dgate), at(Gate), h, inter, false, mp);
-        b.linear_grad_input(b.view_mut(&mut dh2), b.view(&dup), at(Up), h, inter, true, mp);
+        m.grad_input(id(Gate), b.view_mut(&mut dh2), b.view(&dgate), h, inter, false, mp);
+        m.grad_input(id(Up), b.view_mut(&mut dh2), b.view(&dup), h, inter, true, mp);
         adapter::backward(m, li, Gate, b.view(&h2), b.view(&dgate), n, h, inter, b.view_mut(&mut dh2), need, &mut grads);
         adapter::backward(m, li, Up, b.view(&h2), b.view(&dup), n, h, inter, b.view_mut(&mut dh2), need, &mut grads);
         drop((dgate, dup, h2));
@@ -243,7 +248,7 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
         // Attention: x_mid = x + o(attention(q, k, v)), with q, k, v projections of norm(x).
         grads[id(O)] = wgrad(id(O), &dx, &s.a, qw, h);
         let mut da = b.zeros(n * qw);
-        b.linear_grad_input(b.view_mut(&mut da), b.view(&dx), at(O), qw, h, false, mp);
+        m.grad_input(id(O), b.view_mut(&mut da), b.view(&dx), qw, h, false, mp);
         adapter::backward(m, li, O, b.view(&s.a), b.view(&dx), n, qw, h, b.view_mut(&mut da), need, &mut grads);
         let (mut dq, mut dk, dv) = b.attention_backward(&tape.attn, b.view(&s.q), b.view(&s.k), b.view(&s.v), b.view(&da));
         drop(da);
@@ -265,9 +270,9 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
             }
         }
         let mut dh = b.zeros(n * h);
-        b.linear_grad_input(b.view_mut(&mut dh), b.view(&dq), at(Q), h, qw, false, mp);
-        b.linear_grad_input(b.view_mut(&mut dh), b.view(&dk), at(K), h, kw, true, mp);
-        b.linear_grad_input(b.view_mut(&mut dh), b.view(&dv), at(V), h, kw, true, mp);
+        m.grad_input(id(Q), b.view_mut(&mut dh), b.view(&dq), h, qw, false, mp);
+        m.grad_input(id(K), b.view_mut(&mut dh), b.view(&dk), h, kw, true, mp);
+        m.grad_input(id(V), b.view_mut(&mut dh), b.view(&dv), h, kw, true, mp);
         adapter::backward(m, li, Q, b.view(&hn), b.view(&dq), n, h, qw, b.view_mut(&mut dh), need, &mut grads);
         adapter::backward(m, li, K, b.view(&hn), b.view(&dk), n, h, kw, b.view_mut(&mut dh), need, &mut grads);
         adapter::backward(m, li, V, b.view(&hn), b.view(&dv), n, h, kw, b.view_mut(&mut dh), need, &mut grads);

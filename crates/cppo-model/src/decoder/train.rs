@@ -5,7 +5,7 @@
 use candle_core::{DType, Tensor};
 
 use super::attach::{attach, held, AnyTape};
-use super::{tape, with_ctx, Decoder, DecoderError, Result};
+use super::{tape, with_ctx, Ctx, Decoder, DecoderError, Result};
 use cppo_kernels::attention::AttnLayout;
 use cppo_kernels::logprob::Gather;
 
@@ -177,12 +177,16 @@ impl Decoder {
         if let Some(&p) = layout.positions.iter().max() {
             self.check_positions(p + 1)?;
         }
+        // Dropout on the adapters' inputs acts in a pass that trains, never in a detached one.
+        let dropout = if save { self.next_dropout_key() } else { None };
         let (raw, entropy, tape) = match self.dtype() {
             DType::F32 => with_ctx!(self, f32, |m| {
+                let m = Ctx { dropout, ..m };
                 let (s, t) = tape::forward(&m, tokens, layout, gather, save, self.temperature)?;
                 (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(|t| AnyTape::F32(held(t))))
             }),
             DType::F64 => with_ctx!(self, f64, |m| {
+                let m = Ctx { dropout, ..m };
                 let (s, t) = tape::forward(&m, tokens, layout, gather, save, self.temperature)?;
                 (Tensor::from_vec(s.out, shape.clone(), self.device())?, s.entropy, t.map(|t| AnyTape::F64(held(t))))
             }),
