@@ -89,4 +89,7 @@ pub enum Error {
         "the Dr.GRPO normaliser must be finite and > 0 (e.g. the max completion length), got {0}"
     )]
     BadNormaliser(f64),
+
+    #[error("the advantages given to a strategy must be shaped like the rewards (one per completion)")]
+    AdvantageShape,
 }

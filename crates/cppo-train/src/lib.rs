@@ -14,6 +14,7 @@ pub mod prompt;
 pub mod rollout;
 pub mod shaping;
 pub mod sources;
+pub mod step;
 pub mod trainer;
 pub mod update;
 pub mod commands;
