@@ -92,4 +92,10 @@ pub enum Error {
 
     #[error("the advantages given to a strategy must be shaped like the rewards (one per completion)")]
     AdvantageShape,
+
+    #[error("the loss of {rows} completions of width {width}: a per-token slice has the wrong length")]
+    LossShape { rows: usize, width: usize },
+
+    #[error("beta > 0 but no reference log-probs")]
+    NoReference,
 }

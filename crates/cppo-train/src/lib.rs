@@ -3,7 +3,6 @@
 pub mod optim;
 pub mod schedule;
 pub mod config;
-pub mod loss;
 pub mod lora;
 pub mod fsutil;
 pub mod metrics;
