@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, MAX_ABS_REWARD};
+use crate::select::{Basis, Kept, KeptGroup};
 
 /// The divisor of a standard deviation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,6 +179,44 @@ impl Estimator {
             }
         })
     }
+}
+
+/// The advantage stage's second half: the advantage each kept completion trains with, from the
+/// strategy's `basis`. `FullGroup` takes the full-group `advantages` at the kept indices; `KeptSubset`
+/// runs the estimator again on each group's kept rewards only (PODS). `kept[i].group` indexes
+/// `rewards` and `advantages`, and errors name that index.
+pub fn of_kept(
+    estimator: &Estimator,
+    basis: Basis,
+    rewards: &[Vec<f64>],
+    advantages: &[Vec<f64>],
+    kept: Vec<Kept>,
+) -> Result<Vec<KeptGroup>, Error> {
+    let advantages: Vec<Vec<f64>> = match basis {
+        Basis::FullGroup => kept
+            .iter()
+            .map(|k| k.kept.iter().map(|&i| advantages[k.group][i]).collect())
+            .collect(),
+        Basis::KeptSubset => {
+            let subsets: Vec<Vec<f64>> = kept
+                .iter()
+                .map(|k| k.kept.iter().map(|&i| rewards[k.group][i]).collect())
+                .collect();
+            let ids: Vec<usize> = kept.iter().map(|k| k.group).collect();
+            estimator
+                .advantages(&subsets)
+                .map_err(|e| crate::select::remap(e, &ids))?
+        }
+    };
+    Ok(kept
+        .into_iter()
+        .zip(advantages)
+        .map(|(k, advantages)| KeptGroup {
+            group: k.group,
+            kept: k.kept,
+            advantages,
+        })
+        .collect())
 }
 
 /// Rejects empty groups and non-finite or absurdly large rewards, naming the first offender.

@@ -89,4 +89,13 @@ pub enum Error {
         "the Dr.GRPO normaliser must be finite and > 0 (e.g. the max completion length), got {0}"
     )]
     BadNormaliser(f64),
+
+    #[error("the advantages given to a strategy must be shaped like the rewards (one per completion)")]
+    AdvantageShape,
+
+    #[error("the loss of {rows} completions of width {width}: a per-token slice has the wrong length")]
+    LossShape { rows: usize, width: usize },
+
+    #[error("beta > 0 but no reference log-probs")]
+    NoReference,
 }

@@ -1,8 +1,10 @@
 //! The pure algorithmic core of cppo. Nothing here depends on a tensor library, so it compiles and tests
 //! in seconds and every rule can be checked against brute force.
 //!
-//! - [`advantage`]: per-group advantages (GRPO, Dr.GRPO, RLOO, REINFORCE++);
-//! - [`select`]: which completions reach the update (all, CPPO, PODS, ablations, DAPO filter);
+//! - [`advantage`]: the advantage stage: per-group advantages (GRPO, Dr.GRPO, RLOO, REINFORCE++), and
+//!   those the kept completions train with;
+//! - [`select`]: which completions reach the update (all, CPPO, PODS, ablations, DAPO filter), indices
+//!   only;
 //! - [`allocate`]: how many questions to sample so the kept completions fill the update;
 //! - [`loss`]: the per-completion weight of each token in the batch loss;
 //! - [`passk`]: pass@k and avg@n for evaluation.
@@ -23,5 +25,5 @@ pub use error::{Error, MAX_ABS_REWARD};
 pub use loss::Aggregation;
 pub use problem::{Problem, Task};
 pub use select::{
-    drop_uniform, KeptGroup, Selection, SelectionConfig, Strategy, Totals, UniformFilter,
+    drop_uniform, Basis, Kept, KeptGroup, Selection, SelectionConfig, Strategy, Totals, UniformFilter,
 };

@@ -1,5 +1,10 @@
-//! Loss aggregation: the weight w_i of every token of completion i, so that the step's loss is
-//! sum_i sum_t w_i * l_{i,t}. Weights are computed once over the whole step's kept completions; a trainer
+//! The GRPO-family policy loss, all of it: the aggregation weight w_i of every token of completion i
+//! (so that the step's loss is sum_i sum_t w_i * l_{i,t}), the per-token loss l_{i,t} (PPO clipped
+//! surrogate with separate low / high clip, optional dual clip, the k3 KL estimate to the reference,
+//! optionally bias-corrected), and its gradient with respect to each token's log-prob, dL/dlogp,
+//! which the decoder's backward pass takes. Plain slices, no tensors.
+//!
+//! Aggregation weights: Weights are computed once over the whole step's kept completions; a trainer
 //! that splits the batch into micro-batches sums the micro-batch losses with these weights unchanged, and
 //! the accumulated gradient equals the full-batch one.
 //!
@@ -10,6 +15,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+
+mod policy;
+pub use policy::{policy_loss, LossStats, PolicyLoss, Rows};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

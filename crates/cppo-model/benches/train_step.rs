@@ -38,11 +38,12 @@ fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
-fn loss(out: &CompletionLogProbs) -> Tensor {
+/// dL/dlogp of the loss sum_j A_j sum_t mask * logprobs, advantages alternating +1 / -1.
+fn dlogp(out: &CompletionLogProbs) -> Tensor {
     let k = out.logprobs.dim(0).unwrap();
     let adv: Vec<f32> = (0..k).map(|j| if j % 2 == 0 { 1.0 } else { -1.0 }).collect();
     let adv = Tensor::from_vec(adv, (k, 1), &Device::Cpu).unwrap();
-    out.logprobs.mul(&out.mask).unwrap().broadcast_mul(&adv).unwrap().sum_all().unwrap()
+    out.mask.broadcast_mul(&adv).unwrap()
 }
 
 /// CPU seconds used by this process so far (Linux; 0 elsewhere). On a shared machine this moves less
@@ -59,9 +60,9 @@ fn run(label: &str, tokens_per_step: usize, iters: usize, mut step: impl FnMut()
     for i in 0..iters + 1 {
         let (t0, c0) = (Instant::now(), cpu_seconds());
         let out = step();
-        let l = loss(&out);
+        let d = dlogp(&out);
         let (t1, c1) = (Instant::now(), cpu_seconds());
-        let grads = l.backward().unwrap();
+        let grads = out.backward.as_ref().unwrap().run(&d).unwrap();
         let (t2, c2) = (Instant::now(), cpu_seconds());
         drop(grads);
         if i > 0 {

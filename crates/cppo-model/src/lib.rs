@@ -5,5 +5,5 @@
 pub mod decoder;
 pub mod kv_cache;
 
-pub use decoder::{sequence_fingerprint, CompletionLogProbs, Decoder, DecoderError, LoraSpec, RolloutWeights, TapeRun};
+pub use decoder::{sequence_fingerprint, Backward, CompletionLogProbs, Decoder, DecoderError, LoraSpec, RolloutWeights, TapeRun, WeightGrads};
 pub use kv_cache::KvCache;

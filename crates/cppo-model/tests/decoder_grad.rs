@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Tensor};
 use cppo_model::decoder::expected_tensors;
 use cppo_model::{Decoder, DecoderError};
-use decoder_support::{decoder, families, finite_difference, flat, max_diff, pg_loss, reference, scalar, tokens, weights};
+use decoder_support::{decoder, families, finite_difference, flat, max_diff, pg_dlogp, pg_grads, pg_loss, reference, scalar, tokens, weights};
 
 const ADV: [f64; 3] = [1.0, -0.5, 0.7];
 
@@ -25,6 +25,12 @@ fn loss(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> Tensor {
     pg_loss(&out.logprobs, &out.mask, &ADV)
 }
 
+/// The gradients of `loss` through the decoder's backward pass.
+fn grads(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> cppo_model::WeightGrads {
+    let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+    pg_grads(&dec.completion_logprobs(prompt, &refs).unwrap(), &ADV)
+}
+
 #[test]
 fn every_variable_gets_a_nonzero_gradient() {
     for (name, cfg) in families() {
@@ -32,7 +38,7 @@ fn every_variable_gets_a_nonzero_gradient() {
         let vars = dec.vars();
         assert_eq!(vars.len(), expected_tensors(&cfg).len(), "{name}: one variable per tensor");
         let (prompt, comps) = sample(cfg.vocab_size);
-        let grads = loss(&dec, &prompt, &comps).backward().unwrap();
+        let grads = grads(&dec, &prompt, &comps);
         for (vname, v) in &vars {
             let g = grads.get(v).unwrap_or_else(|| panic!("{name}: {vname} got no gradient"));
             assert_eq!(g.dims(), v.dims(), "{name}: {vname} gradient shape");
@@ -58,7 +64,7 @@ fn gradients_match_finite_differences_in_f64() {
     for (name, cfg) in families() {
         let dec = decoder(&cfg, 11, DType::F64);
         let (prompt, comps) = sample(cfg.vocab_size);
-        let grads = loss(&dec, &prompt, &comps).backward().unwrap();
+        let grads = grads(&dec, &prompt, &comps);
         for (vi, (vname, v)) in dec.vars().iter().enumerate() {
             let g = flat(grads.get(v).unwrap());
             for i in probes(&g, vi as u64) {
@@ -89,7 +95,7 @@ fn forward_and_gradients_match_the_reference_implementation() {
         // The tape's gradients (a shared prompt, its completions packed after it) against autograd
         // through the reference, each completion run as its own whole sequence.
         let (prompt, comps) = sample(cfg.vocab_size);
-        let g1 = loss(&dec, &prompt, &comps).backward().unwrap();
+        let g1 = grads(&dec, &prompt, &comps);
         let named = named(&dec);
         let mut total: Option<Tensor> = None;
         for (c, &a) in comps.iter().zip(&ADV) {
@@ -120,12 +126,13 @@ fn a_frozen_decoder_builds_no_graph() {
         let (prompt, comps) = sample(cfg.vocab_size);
         let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
         let trained = dec.completion_logprobs(&prompt, &refs).unwrap();
-        assert!(trained.logprobs.track_op(), "{name}: the trainable decoder must track gradients");
+        assert!(trained.backward.is_some(), "{name}: the trainable decoder must keep its backward pass");
+        assert!(!trained.logprobs.track_op(), "{name}: the log-probs are plain values, no autograd graph");
         assert!(!trained.entropy.track_op() && !trained.mask.track_op());
         for frozen in [dec.frozen_copy().unwrap(), Decoder::new(&cfg, &weights(&cfg, 17), false, &Device::Cpu).unwrap()] {
             assert!(frozen.vars().is_empty() && !frozen.is_trainable());
             let out = frozen.completion_logprobs(&prompt, &refs).unwrap();
-            assert!(!out.logprobs.track_op(), "{name}: a frozen decoder built a graph");
+            assert!(out.backward.is_none() && !out.logprobs.track_op(), "{name}: a frozen decoder kept a backward pass");
             let ids = Tensor::from_slice(&prompt, (1, prompt.len()), &Device::Cpu).unwrap();
             assert!(!frozen.forward_logits(&ids).unwrap().track_op());
             assert!(max_diff(&flat(&out.logprobs), &flat(&trained.logprobs)) < 1e-6, "{name}: frozen copy differs");
@@ -210,17 +217,24 @@ fn gradients_accumulate_over_questions_and_repeat_over_backward_calls() {
     let (p1, c1) = sample(cfg.vocab_size);
     let p2 = tokens(3, cfg.vocab_size, 99);
     let c2 = vec![tokens(2, cfg.vocab_size, 98)];
-    let l1 = loss(&dec, &p1, &c1);
-    let l2 = loss(&dec, &p2, &c2);
-    // Two uses of the same output, and two questions, in one loss.
-    let both = (l1.clone() + l2.clone()).unwrap().add(&l1.affine(0.5, 0.0).unwrap()).unwrap();
-    let g = both.backward().unwrap();
-    let g_again = both.backward().unwrap();
-    let (g1, g2) = (l1.backward().unwrap(), l2.backward().unwrap());
-    for (vname, v) in dec.vars() {
+    let r1: Vec<&[u32]> = c1.iter().map(|c| c.as_slice()).collect();
+    let r2: Vec<&[u32]> = c2.iter().map(|c| c.as_slice()).collect();
+    let (o1, o2) = (dec.completion_logprobs(&p1, &r1).unwrap(), dec.completion_logprobs(&p2, &r2).unwrap());
+    let (b1, b2) = (o1.backward.as_ref().unwrap(), o2.backward.as_ref().unwrap());
+    let (d1, d2) = (pg_dlogp(&o1.mask, &ADV[..c1.len()]), pg_dlogp(&o2.mask, &ADV[..c2.len()]));
+    // Two uses of the same output (dL/dlogp 1 + 0.5) and two questions in one loss, a tape run twice.
+    let d1_both = d1.affine(1.5, 0.0).unwrap();
+    let both = |b1: &cppo_model::Backward, b2: &cppo_model::Backward| -> Vec<(String, Vec<f64>)> {
+        let (g1, g2) = (b1.run(&d1_both).unwrap(), b2.run(&d2).unwrap());
+        dec.vars().iter().map(|(n, v)| (n.clone(), flat(g1.get(v).unwrap()).iter().zip(flat(g2.get(v).unwrap())).map(|(a, b)| a + b).collect())).collect()
+    };
+    let g = both(b1, b2);
+    let g_again = both(b1, b2);
+    let (g1, g2) = (b1.run(&d1).unwrap(), b2.run(&d2).unwrap());
+    for (((vname, v), (_, g)), (_, g_again)) in dec.vars().into_iter().zip(&g).zip(&g_again) {
         let want: Vec<f64> = flat(g1.get(&v).unwrap()).iter().zip(flat(g2.get(&v).unwrap())).map(|(a, b)| 1.5 * a + b).collect();
-        assert!(max_diff(&flat(g.get(&v).unwrap()), &want) < 1e-12, "{vname}: gradients do not add up");
-        assert_eq!(flat(g.get(&v).unwrap()), flat(g_again.get(&v).unwrap()), "{vname}: a second backward differs");
+        assert!(max_diff(g, &want) < 1e-12, "{vname}: gradients do not add up");
+        assert_eq!(g, g_again, "{vname}: a second backward differs");
     }
 }
 
@@ -232,7 +246,7 @@ fn detached_log_probs_match_and_build_no_graph() {
     let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
     let a = dec.completion_logprobs(&prompt, &refs).unwrap();
     let b = dec.completion_logprobs_detached(&prompt, &refs).unwrap();
-    assert!(a.logprobs.track_op() && !b.logprobs.track_op());
+    assert!(a.backward.is_some() && b.backward.is_none());
     assert_eq!(flat(&a.logprobs), flat(&b.logprobs));
     assert_eq!(flat(&a.entropy), flat(&b.entropy));
 }

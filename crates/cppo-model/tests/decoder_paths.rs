@@ -6,7 +6,7 @@ mod decoder_support;
 
 use candle_core::{DType, Device, IndexOp, Tensor};
 use cppo_model::{Decoder, DecoderError};
-use decoder_support::{decoder, families, flat, log_softmax, max_diff, pg_loss, tokens};
+use decoder_support::{decoder, families, flat, log_softmax, max_diff, pg_dlogp, pg_grads, tokens};
 
 /// Training-path logits (t, vocab) of one sequence.
 fn train_logits(dec: &Decoder, seq: &[u32]) -> Vec<Vec<f64>> {
@@ -127,6 +127,19 @@ fn repeated_prompt_logprobs(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -
     (cut(&out.logprobs), cut(&out.mask))
 }
 
+/// The gradients of `pg_loss` over `repeated_prompt_logprobs`: dL/dlogp = mask * A on the completion
+/// columns of each whole sequence, 0 on its prompt.
+fn repeated_prompt_grads(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>], adv: &[f64]) -> cppo_model::WeightGrads {
+    let lmax = comps.iter().map(|c| c.len()).max().unwrap();
+    let seqs: Vec<Vec<u32>> = comps.iter().map(|c| prompt.iter().chain(c).copied().collect()).collect();
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let out = dec.sequence_logprobs(&refs).unwrap();
+    let width = out.logprobs.dim(1).unwrap();
+    let cut = pg_dlogp(&out.mask.narrow(1, prompt.len() - 1, lmax).unwrap(), adv);
+    let dlogp = cut.pad_with_zeros(1, prompt.len() - 1, width - (prompt.len() - 1) - lmax).unwrap();
+    out.backward.as_ref().unwrap().run(&dlogp).unwrap()
+}
+
 #[test]
 fn shared_prompt_equals_repeated_prompt_in_log_probs_and_gradients() {
     let adv = [0.9, -1.2, 0.4, -0.3];
@@ -141,8 +154,8 @@ fn shared_prompt_equals_repeated_prompt_in_log_probs_and_gradients() {
             let err = max_diff(&flat(&shared.logprobs), &flat(&rep));
             let tol = if dtype == DType::F64 { 1e-12 } else { 1e-5 };
             assert!(err < tol, "{name} {dtype:?}: log-probs differ by {err}");
-            let g1 = pg_loss(&shared.logprobs, &shared.mask, &adv).backward().unwrap();
-            let g2 = pg_loss(&rep, &rep_mask, &adv).backward().unwrap();
+            let g1 = pg_grads(&shared, &adv);
+            let g2 = repeated_prompt_grads(&dec, &prompt, &comps, &adv);
             for (vname, v) in dec.vars() {
                 let (a, b) = (flat(g1.get(&v).unwrap()), flat(g2.get(&v).unwrap()));
                 let err = max_diff(&a, &b);
@@ -278,8 +291,8 @@ fn bf16_products_stay_close_to_f32_in_log_probs_and_gradients() {
             } else {
                 assert_eq!(err, 0.0, "{name} {dtype:?}: no rounding expected");
             }
-            let g1 = pg_loss(&full.logprobs, &full.mask, &adv).backward().unwrap();
-            let g2 = pg_loss(&half.logprobs, &half.mask, &adv).backward().unwrap();
+            let g1 = pg_grads(&full, &adv);
+            let g2 = pg_grads(&half, &adv);
             for (vname, v) in dec.vars() {
                 let (a, b) = (flat(g1.get(&v).unwrap()), flat(g2.get(&v).unwrap()));
                 let norm = a.iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -319,10 +332,10 @@ fn grouped_questions_equal_one_call_per_question() {
                 assert!(max_diff(&flat(&part.entropy), &flat(&one.entropy)) < tol, "{name}: question {g} entropies");
                 let rest = all.mask.narrow(0, row, k).unwrap().narrow(1, l, 6 - l).unwrap();
                 assert!(flat(&rest).iter().all(|&m| m == 0.0), "{name}: padding past a question's longest completion");
-                separate.push(pg_loss(&one.logprobs, &one.mask, &adv[row..row + k]).backward().unwrap());
+                separate.push(pg_grads(&one, &adv[row..row + k]));
                 row += k;
             }
-            let grads = pg_loss(&all.logprobs, &all.mask, &adv).backward().unwrap();
+            let grads = pg_grads(&all, &adv);
             for (vname, var) in dec.vars() {
                 let got = flat(grads.get(&var).unwrap());
                 let mut want = vec![0f64; got.len()];

@@ -11,7 +11,7 @@ use cppo_io::Weights;
 use cppo_kernels::cpu::Cpu;
 use cppo_model::decoder::expected_tensors;
 use cppo_model::{Decoder, LoraSpec};
-use decoder_support::{families, finite_difference, flat, max_diff, pg_loss, scalar, tokens, values, weights};
+use decoder_support::{families, finite_difference, flat, max_diff, pg_grads, pg_loss, scalar, tokens, values, weights};
 
 const ADV: [f64; 3] = [1.0, -0.5, 0.7];
 
@@ -44,6 +44,12 @@ fn loss(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> Tensor {
     pg_loss(&out.logprobs, &out.mask, &ADV)
 }
 
+/// The gradients of `loss` through the decoder's backward pass.
+fn grads(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> cppo_model::WeightGrads {
+    let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+    pg_grads(&dec.completion_logprobs(prompt, &refs).unwrap(), &ADV)
+}
+
 fn logprobs(dec: &Decoder, prompt: &[u32], comps: &[Vec<u32>]) -> Vec<f64> {
     let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
     flat(&dec.completion_logprobs_detached(prompt, &refs).unwrap().logprobs)
@@ -55,7 +61,7 @@ fn adapter_gradients_match_finite_differences_in_f64() {
         let spec = all_linear(2, 3.0, k % 2 == 1);
         let dec = frozen(&cfg, 11, DType::F64).with_lora_weights(spec.clone(), &random_adapters(&cfg, &spec, 5), true).unwrap();
         let (prompt, comps) = sample(cfg.vocab_size);
-        let grads = loss(&dec, &prompt, &comps).backward().unwrap();
+        let grads = grads(&dec, &prompt, &comps);
         let vars = dec.vars();
         assert_eq!(vars.len(), cfg.num_hidden_layers * 7 * 2, "{name}: A and B of 7 linear layers per layer");
         for (vi, (vname, v)) in vars.iter().enumerate() {
@@ -88,8 +94,7 @@ fn only_the_adapters_are_variables_and_only_they_get_gradients() {
         let run = dec.tape_on(&Cpu::<f32>::new(), &groups, &dlogp).unwrap();
         let run_names: Vec<&String> = run.grads.iter().map(|(n, _)| n).collect();
         assert_eq!(run_names, names.iter().collect::<Vec<_>>(), "{name}");
-        let l = (&out.logprobs * Tensor::from_vec(dlogp, out.logprobs.shape(), &Device::Cpu).unwrap()).unwrap().sum_all().unwrap();
-        let grads = l.backward().unwrap();
+        let grads = out.backward.as_ref().unwrap().run(&Tensor::from_vec(dlogp, out.logprobs.shape(), &Device::Cpu).unwrap()).unwrap();
         for ((n, v), (_, g)) in dec.vars().iter().zip(&run.grads) {
             let want = flat(grads.get(v).unwrap());
             let got: Vec<f64> = g.iter().map(|&x| x as f64).collect();

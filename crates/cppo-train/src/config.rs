@@ -659,3 +659,17 @@ fn apply_override(root: &mut toml::Table, spec: &str) -> Result<()> {
     table.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
 }
+
+impl LossSection {
+    /// The clip and KL settings the loss (`cppo_core::loss::policy_loss`) takes.
+    pub fn policy(&self) -> cppo_core::loss::PolicyLoss {
+        cppo_core::loss::PolicyLoss {
+            epsilon_low: self.epsilon_low,
+            epsilon_high: self.epsilon_high,
+            dual_clip: self.dual_clip,
+            beta: self.beta,
+            kl_clamp: self.kl_clamp,
+            use_bias_correction_kl: self.use_bias_correction_kl,
+        }
+    }
+}

@@ -3,7 +3,6 @@
 pub mod optim;
 pub mod schedule;
 pub mod config;
-pub mod loss;
 pub mod lora;
 pub mod fsutil;
 pub mod metrics;
@@ -14,6 +13,7 @@ pub mod prompt;
 pub mod rollout;
 pub mod shaping;
 pub mod sources;
+pub mod step;
 pub mod trainer;
 pub mod update;
 pub mod commands;

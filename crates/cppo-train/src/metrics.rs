@@ -8,6 +8,9 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{append_line, write_atomic};
+use crate::rollout::{RewardSet, Rollout};
+use crate::shaping::OverlongPenalty;
+use crate::update::UpdateOutcome;
 
 /// What one training step did. Rewards are over all generated completions (before selection); loss
 /// statistics are over the kept ones.
@@ -73,6 +76,107 @@ pub struct PhaseTimes {
 impl PhaseTimes {
     pub fn update(&self) -> f64 {
         self.reference + self.old_policy + self.policy + self.optimizer
+    }
+}
+
+/// The figures of everything a step drew, before any group is dropped.
+#[derive(Clone, Debug, Default)]
+pub struct RolloutSummary {
+    pub questions: usize,
+    pub completions: usize,
+    pub reward_mean: f64,
+    pub reward_std: f64,
+    pub rewards: BTreeMap<String, f64>,
+    pub accuracy: f64,
+    pub completion_length_mean: f64,
+    pub completion_length_max: usize,
+    pub truncated_fraction: f64,
+}
+
+impl RolloutSummary {
+    /// Over `drawn` in the order drawn: the reward's mean and (population) std, each part's mean
+    /// (and the overlong penalty's, when shaping), accuracy, lengths and truncation.
+    pub fn of(drawn: &[Rollout], rewards: &RewardSet, overlong: Option<&OverlongPenalty>) -> Self {
+        let all: Vec<f64> = drawn.iter().flat_map(|r| r.rewards.iter().copied()).collect();
+        let n = all.len().max(1) as f64;
+        let mean = all.iter().sum::<f64>() / n;
+        let std = (all.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let lengths: Vec<usize> = drawn.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).collect();
+        let truncated = drawn.iter().flat_map(|r| &r.completions).filter(|c| c.truncated()).count();
+        let correct = drawn.iter().flat_map(|r| &r.correct).filter(|&&c| c).count();
+        let mean_of = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let mut parts = BTreeMap::new();
+        for (p, (name, _, _)) in rewards.parts.iter().enumerate() {
+            let v: Vec<f64> = drawn.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
+            parts.insert(name.clone(), mean_of(&v));
+        }
+        if let Some(p) = overlong {
+            let v: Vec<f64> = lengths.iter().map(|&l| p.penalty(l)).collect();
+            parts.insert("overlong_penalty".into(), mean_of(&v));
+        }
+        RolloutSummary {
+            questions: drawn.len(),
+            completions: all.len(),
+            reward_mean: mean,
+            reward_std: std,
+            rewards: parts,
+            accuracy: correct as f64 / n,
+            completion_length_mean: lengths.iter().sum::<usize>() as f64 / lengths.len().max(1) as f64,
+            completion_length_max: lengths.iter().copied().max().unwrap_or(0),
+            truncated_fraction: truncated as f64 / n,
+        }
+    }
+}
+
+/// How many groups and completions each stage of a step passed on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StepCounts {
+    pub sampling_rounds: usize,
+    pub groups_dropped: usize,
+    pub groups_surplus: usize,
+    pub groups_trained: usize,
+    pub completions_kept: usize,
+    pub loss_tokens: usize,
+}
+
+impl StepMetrics {
+    /// The metrics line of step `step` (counted from 1) from what its stages returned; the update's
+    /// phase times go into `time` beside the rollout's. Loss figures are token means over the step's
+    /// last optimizer pass.
+    pub fn of(step: u64, drawn: &RolloutSummary, counts: &StepCounts, update: &UpdateOutcome, mut time: PhaseTimes) -> Self {
+        time.reference = update.reference_seconds;
+        time.old_policy = update.old_policy_seconds;
+        time.policy = update.policy_seconds;
+        time.optimizer = update.optimizer_seconds;
+        let tokens = update.stats.tokens.max(1.0);
+        StepMetrics {
+            step,
+            questions: drawn.questions,
+            completions_generated: drawn.completions,
+            completions_kept: counts.completions_kept,
+            groups_dropped: counts.groups_dropped,
+            groups_surplus: counts.groups_surplus,
+            groups_trained: counts.groups_trained,
+            sampling_rounds: counts.sampling_rounds,
+            reward_mean: drawn.reward_mean,
+            reward_std: drawn.reward_std,
+            rewards: drawn.rewards.clone(),
+            accuracy: drawn.accuracy,
+            completion_length_mean: drawn.completion_length_mean,
+            completion_length_max: drawn.completion_length_max,
+            truncated_fraction: drawn.truncated_fraction,
+            kl: update.stats.kl_sum / tokens,
+            clip_fraction: (update.stats.clipped_low + update.stats.clipped_high) / tokens,
+            clip_fraction_low: update.stats.clipped_low / tokens,
+            clip_fraction_high: update.stats.clipped_high / tokens,
+            entropy: update.entropy_sum / tokens,
+            loss: update.stats.loss,
+            grad_norm: update.grad_norm,
+            learning_rate: update.learning_rate,
+            loss_tokens: counts.loss_tokens,
+            forward_rows: update.forward_rows,
+            time,
+        }
     }
 }
 

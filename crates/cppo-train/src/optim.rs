@@ -33,6 +33,24 @@ impl Default for AdamWConfig {
     }
 }
 
+/// Gradients by variable: the decoder's backward pass (`WeightGrads`), or candle's autograd for
+/// plain tensors (`GradStore`).
+pub trait Gradients {
+    fn get(&self, var: &Tensor) -> Option<&Tensor>;
+}
+
+impl Gradients for GradStore {
+    fn get(&self, var: &Tensor) -> Option<&Tensor> {
+        GradStore::get(self, var)
+    }
+}
+
+impl Gradients for cppo_model::WeightGrads {
+    fn get(&self, var: &Tensor) -> Option<&Tensor> {
+        cppo_model::WeightGrads::get(self, var)
+    }
+}
+
 /// Gradients summed over the micro-batches of one step, one flat buffer per trainable variable.
 pub struct GradAccumulator {
     bufs: Vec<Vec<f32>>,
@@ -48,7 +66,7 @@ impl GradAccumulator {
     }
 
     /// Adds the gradients of one backward pass. A variable the loss did not reach contributes zero.
-    pub fn add(&mut self, vars: &[(String, Var)], grads: &GradStore) -> Result<()> {
+    pub fn add(&mut self, vars: &[(String, Var)], grads: &impl Gradients) -> Result<()> {
         for ((name, var), buf) in vars.iter().zip(self.bufs.iter_mut()) {
             let Some(g) = grads.get(var.as_tensor()) else { continue };
             let g = g.to_dtype(DType::F32)?;

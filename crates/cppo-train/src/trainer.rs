@@ -1,16 +1,13 @@
-//! The training loop: sample questions, generate, score, select, update; evaluate and checkpoint on
-//! their cadence. Each phase is a function elsewhere; this file strings them together, times them and
-//! writes one metrics line per step.
+//! The trainer: everything a run holds between steps (policy, reference, optimizer, data cursor,
+//! logs), built and checked before any training, resumed from a checkpoint, evaluated and saved. The
+//! step itself is `step.rs`.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Var};
-use cppo_core::select::drop_uniform;
 use cppo_core::Problem;
 use cppo_data::{PromptTemplate, Sampler};
-use cppo_engine::SamplingParams;
 use cppo_io::{ChatTokenizer, ModelConfig};
 use cppo_model::Decoder;
 
@@ -18,15 +15,14 @@ use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
 use crate::eval::{evaluate, EvalSettings, EvalSummary};
 use crate::fsutil::write_atomic;
-use crate::metrics::{JsonlLog, PhaseTimes, StepMetrics};
+use crate::metrics::JsonlLog;
 use crate::optim::{AdamW, GradAccumulator};
 use crate::prompt::Prompter;
-use crate::rollout::{generate_groups, score_groups, RewardSet, Rollout, RolloutRequest};
-use crate::schedule::learning_rate;
-use crate::shaping::shape_groups;
+use crate::rollout::RewardSet;
 use crate::sources::{load_problems, parse_device, resolve_model_path};
 use crate::tensorboard::{scalars_of, EventWriter};
-use crate::update::{build_batch, Updater};
+
+pub use crate::step::StepReport;
 
 /// A resumed run must keep the configuration it was trained with, except that `train.steps` may be
 /// raised (to train a finished run for longer). Any other difference is an error naming the keys.
@@ -75,33 +71,21 @@ pub struct Trainer {
     pub rewards: RewardSet,
     pub sampler: Sampler,
     pub eval_problems: Vec<Problem>,
-    vars: Vec<(String, Var)>,
-    optimizer: AdamW,
-    grads: GradAccumulator,
+    pub(crate) vars: Vec<(String, Var)>,
+    pub(crate) optimizer: AdamW,
+    pub(crate) grads: GradAccumulator,
     /// Training steps completed.
     pub step: u64,
     pub best_eval: Option<(u64, f64)>,
     pub out: PathBuf,
-    metrics: JsonlLog,
+    pub(crate) metrics: JsonlLog,
     evals: JsonlLog,
     /// With `train.tensorboard`: the same lines as TensorBoard scalars.
-    tensorboard: Option<EventWriter>,
+    pub(crate) tensorboard: Option<EventWriter>,
 }
 
 /// TensorBoard's folder inside the output folder.
 pub const TENSORBOARD_DIR: &str = "tensorboard";
-
-/// What a step hands back besides its metrics line (for tests and progress display).
-pub struct StepReport {
-    pub metrics: StepMetrics,
-    /// The groups that went on to selection and the update (all drawn groups without dynamic sampling).
-    pub rollouts: Vec<Rollout>,
-    /// Groups drawn but dropped by dynamic sampling (uniform rewards, or beyond the planned number), in
-    /// the order drawn. None of them reached selection or any forward pass.
-    pub dropped: Vec<Rollout>,
-    /// (group in `rollouts`, completion index) of every completion that went to the update.
-    pub kept: Vec<(usize, usize)>,
-}
 
 impl Trainer {
     /// Builds everything a run needs and checks the inputs before any training: the model loads, the
@@ -260,196 +244,6 @@ impl Trainer {
             metrics,
             evals,
         })
-    }
-
-    fn sampling(&self) -> SamplingParams {
-        let g = &self.cfg.generation;
-        SamplingParams { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k, max_new_tokens: g.max_new_tokens, stop: g.stop.clone() }
-    }
-
-    /// Seeds of step s depend only on (seed, s), so a resumed run draws what an uninterrupted one would.
-    fn step_seed(&self, step: u64) -> u64 {
-        self.cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(step)
-    }
-
-    /// The generation seed of a step's sampling round; round 0 uses the step's seed, so a run without
-    /// refills draws exactly what it did before refills existed.
-    fn round_seed(&self, step: u64, round: usize) -> u64 {
-        self.step_seed(step) ^ (round as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)
-    }
-
-    /// One training step. With dynamic sampling, groups whose rewards are all equal never reach the
-    /// update, and when fewer than the planned number of questions remain the step draws further batches
-    /// of questions (up to `rollout.max_sampling_rounds` batches in all, as DAPO does), then trains on
-    /// the first planned number of informative groups, in the order drawn; the rest are dropped. Every
-    /// question drawn advances the data cursor.
-    pub fn train_step(&mut self, mut on_generated: impl FnMut(usize)) -> Result<StepReport> {
-        let t_step = Instant::now();
-        let step = self.step;
-        self.policy.start_dropout_step(step as u64);
-        let plan = self.cfg.plan().map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
-        let g = self.cfg.rollout.num_generations;
-        let planned = plan.questions_per_step;
-        let dynamic = self.cfg.rollout.selection.dynamic_sampling;
-        let max_rounds = if dynamic { self.cfg.rollout.max_sampling_rounds.max(1) } else { 1 };
-        let mut times = PhaseTimes::default();
-
-        let mut drawn: Vec<Rollout> = Vec::new();
-        // Per drawn group: whether its rewards differ (always true without dynamic sampling).
-        let mut varied: Vec<bool> = Vec::new();
-        let (mut informative, mut rounds) = (0usize, 0usize);
-        while rounds == 0 || (rounds < max_rounds && informative < planned) {
-            let problems = self.sampler.next_batch(planned);
-            let prompts = problems.iter().map(|p| self.prompter.ids(&self.tokenizer, p)).collect::<Result<Vec<_>>>()?;
-            let t = Instant::now();
-            let req = RolloutRequest { problems: &problems, prompts, group_size: g };
-            let (mut batch, _gen) = generate_groups(
-                &self.policy,
-                &self.tokenizer,
-                &req,
-                &self.sampling(),
-                self.cfg.generation.max_batch,
-                self.round_seed(step, rounds),
-                self.cfg.generation.weights,
-                &mut on_generated,
-            )?;
-            times.generation += t.elapsed().as_secs_f64();
-
-            let t = Instant::now();
-            score_groups(&mut batch, &self.rewards);
-            // DAPO's filter, the only one: it judges the task rewards (DAPO's accuracy), before the
-            // length shaping below, which would otherwise keep an all-correct group whose lengths differ.
-            if dynamic {
-                let rewards: Vec<Vec<f64>> = batch.iter().map(|r| r.rewards.clone()).collect();
-                let survivors = drop_uniform(&rewards).map_err(|e| anyhow::anyhow!("selection: {e}"))?.survivors;
-                informative += survivors.len();
-                varied.extend((0..batch.len()).map(|g| survivors.binary_search(&g).is_ok()));
-            } else {
-                varied.extend(std::iter::repeat_n(true, batch.len()));
-            }
-            if let Some(p) = &self.cfg.overlong_penalty {
-                shape_groups(&mut batch, p);
-            }
-            times.reward += t.elapsed().as_secs_f64();
-            drawn.extend(batch);
-            rounds += 1;
-        }
-
-        // Figures over everything drawn, before any group is dropped.
-        let all: Vec<f64> = drawn.iter().flat_map(|r| r.rewards.iter().copied()).collect();
-        let n = all.len().max(1) as f64;
-        let mean = all.iter().sum::<f64>() / n;
-        let std = (all.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
-        let lengths: Vec<usize> = drawn.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).collect();
-        let truncated = drawn.iter().flat_map(|r| &r.completions).filter(|c| c.truncated()).count();
-        let correct = drawn.iter().flat_map(|r| &r.correct).filter(|&&c| c).count();
-        let mut parts = std::collections::BTreeMap::new();
-        for (p, (name, _, _)) in self.rewards.parts.iter().enumerate() {
-            let v: Vec<f64> = drawn.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
-            parts.insert(name.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64);
-        }
-        if let Some(p) = &self.cfg.overlong_penalty {
-            let v: Vec<f64> = lengths.iter().map(|&l| p.penalty(l)).collect();
-            parts.insert("overlong_penalty".into(), v.iter().sum::<f64>() / v.len().max(1) as f64);
-        }
-        let questions_drawn = drawn.len();
-        let completions_generated = all.len();
-
-        // Which groups go on: with dynamic sampling, the first `planned` informative ones. The others
-        // leave here, so nothing after this point (selection, reference, update) ever sees them.
-        let (mut uniform, mut surplus) = (0usize, 0usize);
-        let (mut rollouts, mut dropped) = (Vec::new(), Vec::new());
-        for (r, varied) in drawn.into_iter().zip(varied) {
-            if !varied {
-                uniform += 1;
-                dropped.push(r);
-            } else if dynamic && rollouts.len() >= planned {
-                surplus += 1;
-                dropped.push(r);
-            } else {
-                rollouts.push(r);
-            }
-        }
-
-        let rewards: Vec<Vec<f64>> = rollouts.iter().map(|r| r.rewards.clone()).collect();
-        // The uniform groups left above; the strategy sees only the groups that go on.
-        let selection = self.cfg.rollout.selection.strategy.select(self.cfg.estimator(), &rewards, step).map_err(|e| anyhow::anyhow!("selection: {e}"))?;
-        let normaliser = self.cfg.loss.normaliser.unwrap_or(self.cfg.generation.max_new_tokens as f64);
-        let batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
-
-        let total_opt = self.cfg.optimizer_steps();
-        let warmup = self.cfg.warmup_steps();
-        let (sched, base, mu) = (self.cfg.optim.schedule, self.cfg.optim.lr, self.cfg.loss.num_iterations as u64);
-        let outcome = Updater {
-            policy: &self.policy,
-            reference: self.reference.as_ref(),
-            vars: &self.vars,
-            optimizer: &mut self.optimizer,
-            grads: &mut self.grads,
-            loss: &self.cfg.loss,
-        }
-        .run(&batch, |pass| learning_rate(sched, base, step * mu + pass as u64, warmup, total_opt))?;
-        times.reference = outcome.reference_seconds;
-        times.old_policy = outcome.old_policy_seconds;
-        times.policy = outcome.policy_seconds;
-        times.optimizer = outcome.optimizer_seconds;
-        times.total = t_step.elapsed().as_secs_f64();
-
-        let tokens = outcome.stats.tokens.max(1.0);
-        let metrics = StepMetrics {
-            step: step + 1,
-            questions: questions_drawn,
-            completions_generated,
-            completions_kept: batch.items.len(),
-            groups_dropped: uniform,
-            groups_surplus: surplus,
-            groups_trained: rollouts.len(),
-            sampling_rounds: rounds,
-            reward_mean: mean,
-            reward_std: std,
-            rewards: parts,
-            accuracy: correct as f64 / n,
-            completion_length_mean: lengths.iter().sum::<usize>() as f64 / lengths.len().max(1) as f64,
-            completion_length_max: lengths.iter().copied().max().unwrap_or(0),
-            truncated_fraction: truncated as f64 / n,
-            kl: outcome.stats.kl_sum / tokens,
-            clip_fraction: (outcome.stats.clipped_low + outcome.stats.clipped_high) / tokens,
-            clip_fraction_low: outcome.stats.clipped_low / tokens,
-            clip_fraction_high: outcome.stats.clipped_high / tokens,
-            entropy: outcome.entropy_sum / tokens,
-            loss: outcome.stats.loss,
-            grad_norm: outcome.grad_norm,
-            learning_rate: outcome.learning_rate,
-            loss_tokens: batch.loss_tokens,
-            forward_rows: outcome.forward_rows,
-            time: times,
-        };
-        let kept: Vec<(usize, usize)> = batch.items.iter().map(|it| (it.group, it.index)).collect();
-        drop(batch);
-        self.step += 1;
-        self.metrics.append(&metrics)?;
-        if let Some(tb) = &mut self.tensorboard {
-            tb.scalars(metrics.step, &scalars_of("train", &serde_json::to_value(&metrics)?))?;
-        }
-        if self.cfg.train.log_completions {
-            self.log_completions(&rollouts, &dropped, &selection)?;
-        }
-        Ok(StepReport { metrics, rollouts, dropped, kept })
-    }
-
-    fn log_completions(&self, rollouts: &[Rollout], dropped: &[Rollout], selection: &cppo_core::Selection) -> Result<()> {
-        let log = JsonlLog::new(self.out.join("completions.jsonl"));
-        let kept: std::collections::HashSet<(usize, usize)> = selection.iter_kept().map(|(g, i, _)| (g, i)).collect();
-        let groups = rollouts.iter().enumerate().map(|(g, r)| (Some(g), r)).chain(dropped.iter().map(|r| (None, r)));
-        for (g, r) in groups {
-            for (i, text) in r.texts.iter().enumerate() {
-                log.append(&serde_json::json!({
-                    "step": self.step, "problem": r.problem.id, "completion": text, "reward": r.rewards[i],
-                    "kept": g.is_some_and(|g| kept.contains(&(g, i))), "group_dropped": g.is_none(),
-                }))?;
-            }
-        }
-        Ok(())
     }
 
     pub fn eval_settings(&self) -> EvalSettings {

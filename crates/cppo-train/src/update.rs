@@ -1,16 +1,18 @@
 //! The policy update for the completions a strategy kept: reference and old-policy log-probs (only when
-//! needed), then mu passes of forward + backward over token-budgeted micro-batches and one optimizer step
-//! per pass. Nothing here ever sees a pruned completion: the batch is built from the selection alone.
+//! needed), then mu passes of forward, loss and backward over token-budgeted micro-batches and one
+//! optimizer step per pass. The loss and its gradient dL/dlogp come from `cppo_core::loss`; the
+//! decoder's backward pass takes that gradient directly. Nothing here ever sees a pruned completion:
+//! the batch is built from the selection alone.
 
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use candle_core::{Tensor, Var};
+use candle_core::{DType, Tensor, Var};
+use cppo_core::loss::{policy_loss, LossStats, Rows};
 use cppo_core::Selection;
 use cppo_model::Decoder;
 
 use crate::config::LossSection;
-use crate::loss::{masked_sum, policy_loss, LossInputs, LossStats};
 use crate::optim::{AdamW, GradAccumulator};
 use crate::rollout::Rollout;
 
@@ -181,43 +183,49 @@ impl Updater<'_> {
                 out.old_policy_seconds += t.elapsed().as_secs_f64();
             }
         }
+        let policy_loss_cfg = self.loss.policy();
         for pass in 0..mu {
             let t = Instant::now();
             self.grads.zero();
             let mut pass_stats = LossStats::default();
             for (group, qs) in batch.backward_groups.iter().zip(&groups) {
-                let mut total: Option<Tensor> = None;
                 let qs = as_refs(qs);
-                for (m, lp) in group.clone().zip(self.policy.grouped_completion_logprobs(&qs)?.per_group(&qs)?) {
+                let scored = self.policy.grouped_completion_logprobs(&qs)?;
+                // dL/dlogp of the whole call, each micro-batch's rows filled in by its loss.
+                let (rows, width) = scored.logprobs.dims2()?;
+                let mut dlogp = vec![0f32; rows * width];
+                let mut row = 0;
+                for (m, lp) in group.clone().zip(scored.per_group(&qs)?) {
                     let mb = &batch.micro[m];
-                    let k = mb.items.len();
+                    let (k, w) = lp.logprobs.dims2()?;
+                    let (logprobs, mask) = (host(&lp.logprobs)?, host(&lp.mask)?);
+                    let (old, reference) = (old[m].as_ref().map(host).transpose()?, reference[m].as_ref().map(host).transpose()?);
                     let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
-                    let advantages = Tensor::from_vec(advantages, k, &device)?;
-                    let row_w: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
-                    let weights = lp.mask.broadcast_mul(&Tensor::from_vec(row_w, (k, 1), &device)?)?;
-                    let inputs = LossInputs {
-                        logprobs: &lp.logprobs,
-                        old_logprobs: old[m].as_ref(),
-                        ref_logprobs: reference[m].as_ref(),
+                    let weights: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
+                    let inputs = Rows {
+                        width: w,
+                        logprobs: &logprobs,
+                        old: old.as_deref(),
+                        reference: reference.as_deref(),
+                        mask: &mask,
                         advantages: &advantages,
                         weights: &weights,
-                        mask: &lp.mask,
                     };
-                    let (loss, stats) = policy_loss(&inputs, self.loss)?;
+                    let (grad, stats) = policy_loss(&inputs, &policy_loss_cfg).map_err(|e| anyhow::anyhow!("loss: {e}"))?;
                     if !stats.loss.is_finite() {
                         bail!("the loss is {} (micro-batch {m} of question {}): stopping this step without updating the weights", stats.loss, mb.group);
                     }
+                    for (j, g) in grad.chunks(w.max(1)).take(k).enumerate() {
+                        dlogp[(row + j) * width..][..w].copy_from_slice(g);
+                    }
+                    row += k;
                     if pass + 1 == mu {
                         out.entropy_sum += masked_sum(&lp.entropy, &lp.mask)?;
                     }
                     pass_stats.add(&stats);
-                    total = Some(match total {
-                        None => loss,
-                        Some(t) => (t + loss)?,
-                    });
                 }
-                if let Some(total) = total {
-                    let grads = total.backward()?;
+                if let Some(backward) = &scored.backward {
+                    let grads = backward.run(&Tensor::from_vec(dlogp, (rows, width), &device)?.to_dtype(scored.logprobs.dtype())?)?;
                     self.grads.add(self.vars, &grads)?;
                 }
             }
@@ -238,4 +246,14 @@ impl Updater<'_> {
         out.forward_rows = (scored(self) - rows_before) as usize;
         Ok(out)
     }
+}
+
+/// A (k, L) tensor's values as f32, row-major.
+fn host(t: &Tensor) -> Result<Vec<f32>> {
+    Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+}
+
+/// The token sum of a (k, L) tensor over the mask, e.g. the entropy.
+fn masked_sum(t: &Tensor, mask: &Tensor) -> Result<f64> {
+    Ok((t * mask)?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?)
 }

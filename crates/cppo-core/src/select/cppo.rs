@@ -1,9 +1,9 @@
-//! The CPPO family: advantages come from the full group, and completions are kept by a key (|A| or the
-//! reward) with k = floor(G (1 - P)) per question, or per pool of questions for `cppo-pooled`.
+//! The CPPO family: completions are kept by a key (the full-group |A| or the reward) with
+//! k = floor(G (1 - P)) per question, or per pool of questions for `cppo-pooled`. Groups in the output
+//! are positions in the rewards given; `ids` name them in errors.
 
 use super::rank::{best, kept_count, Prefer};
-use super::{remap, KeptGroup};
-use crate::advantage::Estimator;
+use super::Kept;
 use crate::error::Error;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,21 +12,15 @@ pub(crate) enum Key {
     Reward,
 }
 
-pub(crate) fn keep_all(
-    est: &Estimator,
-    rewards: &[Vec<f64>],
-    ids: &[usize],
-) -> Result<Vec<KeptGroup>, Error> {
-    let adv = est.advantages(rewards).map_err(|e| remap(e, ids))?;
-    Ok(adv
-        .into_iter()
+pub(crate) fn keep_all(rewards: &[Vec<f64>]) -> Vec<Kept> {
+    rewards
+        .iter()
         .enumerate()
-        .map(|(g, a)| KeptGroup {
-            group: ids[g],
-            kept: (0..a.len()).collect(),
-            advantages: a,
+        .map(|(group, r)| Kept {
+            group,
+            kept: (0..r.len()).collect(),
         })
-        .collect())
+        .collect()
 }
 
 pub(crate) fn per_group(
@@ -34,10 +28,10 @@ pub(crate) fn per_group(
     key: Key,
     prefer: Prefer,
     pruning_rate: f64,
-    est: &Estimator,
+    adv: &[Vec<f64>],
     rewards: &[Vec<f64>],
     ids: &[usize],
-) -> Result<Vec<KeptGroup>, Error> {
+) -> Result<Vec<Kept>, Error> {
     let Some(g_size) = equal_group_size(strategy, rewards, ids)? else {
         return Ok(Vec::new());
     };
@@ -49,22 +43,18 @@ pub(crate) fn per_group(
             context: " per question".into(),
         });
     }
-    let adv = est.advantages(rewards).map_err(|e| remap(e, ids))?;
     Ok(adv
-        .into_iter()
+        .iter()
         .zip(rewards)
         .enumerate()
-        .map(|(g, (a, r))| {
+        .map(|(group, (a, r))| {
             let keys: Vec<f64> = match key {
                 Key::AbsAdvantage => a.iter().map(|x| x.abs()).collect(),
                 Key::Reward => r.clone(),
             };
-            let kept = best(&keys, prefer, k);
-            let advantages = kept.iter().map(|&i| a[i]).collect();
-            KeptGroup {
-                group: ids[g],
-                kept,
-                advantages,
+            Kept {
+                group,
+                kept: best(&keys, prefer, k),
             }
         })
         .collect())
@@ -76,12 +66,10 @@ pub(crate) fn pooled(
     strategy: &'static str,
     pruning_rate: f64,
     pool: usize,
-    est: &Estimator,
-    rewards: &[Vec<f64>],
+    adv: &[Vec<f64>],
     ids: &[usize],
-) -> Result<Vec<KeptGroup>, Error> {
-    equal_group_size(strategy, rewards, ids)?;
-    let adv = est.advantages(rewards).map_err(|e| remap(e, ids))?;
+) -> Result<Vec<Kept>, Error> {
+    equal_group_size(strategy, adv, ids)?;
     let mut out = Vec::new();
     for (p, (chunk_adv, chunk_ids)) in adv.chunks(pool).zip(ids.chunks(pool)).enumerate() {
         // Flattened in group-then-index order, so the rank's lower-index tie rule means lower group first.
@@ -110,11 +98,9 @@ pub(crate) fn pooled(
         }
         for (g, kept) in per_group.into_iter().enumerate() {
             if !kept.is_empty() {
-                let advantages = kept.iter().map(|&i| chunk_adv[g][i]).collect();
-                out.push(KeptGroup {
-                    group: chunk_ids[g],
+                out.push(Kept {
+                    group: p * pool + g,
                     kept,
-                    advantages,
                 });
             }
         }

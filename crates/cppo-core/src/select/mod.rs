@@ -1,11 +1,14 @@
-//! Rollout selection: which completions of each question reach the policy update, and with which
-//! advantages. See `docs/strategies.md` for a worked example of every rule.
+//! Rollout selection: which completions of each question reach the policy update. See
+//! `docs/strategies.md` for a worked example of every rule.
 //!
-//! Two families differ in where advantages come from:
-//! - the CPPO family (`all`, `cppo`, `cppo-pooled` and the CPPO paper's ablations) computes advantages on
-//!   the full group and keeps them unchanged for the completions it keeps;
-//! - the PODS family (`pods-max-variance`, `max-reward`, `random`) recomputes advantages with the
-//!   configured estimator on the kept subset only, as PODS does.
+//! A strategy only selects ([`Strategy::keep`]): it is given the rewards and the full-group advantages of
+//! the advantage stage and returns indices. The advantages the kept completions train with come from
+//! that stage too ([`crate::advantage::of_kept`]); the two families differ in which ones, the strategy's
+//! [`Basis`]:
+//! - the CPPO family (`all`, `cppo`, `cppo-pooled` and the CPPO paper's ablations) keeps the full-group
+//!   advantages unchanged;
+//! - the PODS family (`pods-max-variance`, `max-reward`, `random`) re-runs the estimator on the kept
+//!   subset only, as PODS does.
 //!
 //! Ties are always broken towards the lower completion index (for `cppo-pooled`, the lower group, then
 //! the lower index). Kept indices are reported in increasing order.
@@ -17,7 +20,7 @@ mod rank;
 
 use serde::{Deserialize, Serialize};
 
-use crate::advantage::{check_rewards, Estimator};
+use crate::advantage::{check_rewards, of_kept, Estimator};
 use crate::error::Error;
 
 pub use dynamic::{drop_uniform, UniformFilter};
@@ -48,6 +51,24 @@ pub enum Strategy {
     PruneHighestReward { pruning_rate: f64 },
     /// Ablation: prune the lowest rewards, i.e. keep the k highest.
     PruneLowestReward { pruning_rate: f64 },
+}
+
+/// What a strategy keeps of one question: indices only, no advantages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept {
+    /// Index of the question in the rewards given to `keep`.
+    pub group: usize,
+    /// Indices of the kept completions within the group, increasing.
+    pub kept: Vec<usize>,
+}
+
+/// Where the advantages of the kept completions come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// The full group's advantages, unchanged (the CPPO family).
+    FullGroup,
+    /// The estimator re-run on each group's kept rewards only (the PODS family).
+    KeptSubset,
 }
 
 /// The completions of one question that go to the update.
@@ -193,8 +214,69 @@ impl Strategy {
         }
     }
 
-    /// Selects for one step over `rewards` (one Vec per question). `salt` varies the `random` strategy
+    /// Where the kept completions' advantages come from (see the module's documentation).
+    pub fn basis(&self) -> Basis {
+        match self {
+            Strategy::PodsMaxVariance { .. } | Strategy::MaxReward { .. } | Strategy::Random { .. } => {
+                Basis::KeptSubset
+            }
+            _ => Basis::FullGroup,
+        }
+    }
+
+    /// The selection stage alone: which completions of each question go on, given the step's rewards
+    /// (one Vec per question) and their full-group `advantages` from the advantage stage (the CPPO
+    /// family ranks by them; the PODS family ranks rewards only). `salt` varies the `random` strategy
     /// between steps (pass the step number); other strategies ignore it.
+    pub fn keep(
+        &self,
+        rewards: &[Vec<f64>],
+        advantages: &[Vec<f64>],
+        salt: u64,
+    ) -> Result<Vec<Kept>, Error> {
+        let ids: Vec<usize> = (0..rewards.len()).collect();
+        self.keep_among(rewards, advantages, &ids, salt)
+    }
+
+    /// `keep` over a subset of the step's questions: `ids[i]` is the original index of `rewards[i]`,
+    /// used in error messages and to seed `random`; the returned groups are positions in `rewards`.
+    fn keep_among(
+        &self,
+        rewards: &[Vec<f64>],
+        advantages: &[Vec<f64>],
+        ids: &[usize],
+        salt: u64,
+    ) -> Result<Vec<Kept>, Error> {
+        self.validate()?;
+        check_rewards(rewards).map_err(|e| remap(e, ids))?;
+        if advantages.len() != rewards.len()
+            || advantages.iter().zip(rewards).any(|(a, r)| a.len() != r.len())
+        {
+            return Err(Error::AdvantageShape);
+        }
+        match *self {
+            Strategy::All => Ok(cppo::keep_all(rewards)),
+            Strategy::Cppo { pruning_rate }
+            | Strategy::CppoPruneLargest { pruning_rate }
+            | Strategy::PruneHighestReward { pruning_rate }
+            | Strategy::PruneLowestReward { pruning_rate } => {
+                let (key, prefer) = self.ranking().expect("a per-question ranked strategy");
+                cppo::per_group(self.name(), key, prefer, pruning_rate, advantages, rewards, ids)
+            }
+            Strategy::CppoPooled { pruning_rate, pool } => {
+                cppo::pooled(self.name(), pruning_rate, pool, advantages, ids)
+            }
+            Strategy::PodsMaxVariance { m } => pods::keep(pods::Rule::MaxVariance, m, rewards, ids),
+            Strategy::MaxReward { m } => pods::keep(pods::Rule::MaxReward, m, rewards, ids),
+            Strategy::Random { m, seed } => {
+                pods::keep(pods::Rule::Random { seed, salt }, m, rewards, ids)
+            }
+        }
+    }
+
+    /// The three stages a step runs, in order, for callers that want only their result: the advantage
+    /// stage over the full groups, this strategy's selection, and the kept completions' advantages
+    /// (`advantage::of_kept`). `salt` as for `keep`.
     pub fn select(
         &self,
         estimator: &Estimator,
@@ -217,32 +299,12 @@ impl Strategy {
         self.validate()?;
         estimator.validate()?;
         check_rewards(rewards).map_err(|e| remap(e, ids))?;
-        let groups = match *self {
-            Strategy::All => cppo::keep_all(estimator, rewards, ids)?,
-            Strategy::Cppo { pruning_rate }
-            | Strategy::CppoPruneLargest { pruning_rate }
-            | Strategy::PruneHighestReward { pruning_rate }
-            | Strategy::PruneLowestReward { pruning_rate } => {
-                let (key, prefer) = self.ranking().expect("a per-question ranked strategy");
-                cppo::per_group(self.name(), key, prefer, pruning_rate, estimator, rewards, ids)?
-            }
-            Strategy::CppoPooled { pruning_rate, pool } => {
-                cppo::pooled(self.name(), pruning_rate, pool, estimator, rewards, ids)?
-            }
-            Strategy::PodsMaxVariance { m } => {
-                pods::select(pods::Rule::MaxVariance, m, estimator, rewards, ids)?
-            }
-            Strategy::MaxReward { m } => {
-                pods::select(pods::Rule::MaxReward, m, estimator, rewards, ids)?
-            }
-            Strategy::Random { m, seed } => pods::select(
-                pods::Rule::Random { seed, salt },
-                m,
-                estimator,
-                rewards,
-                ids,
-            )?,
-        };
+        let full = estimator.advantages(rewards).map_err(|e| remap(e, ids))?;
+        let kept = self.keep_among(rewards, &full, ids, salt)?;
+        let mut groups = of_kept(estimator, self.basis(), rewards, &full, kept).map_err(|e| remap(e, ids))?;
+        for g in &mut groups {
+            g.group = ids[g.group];
+        }
         Ok(Selection {
             groups,
             dropped_uniform: 0,

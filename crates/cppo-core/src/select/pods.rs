@@ -1,12 +1,11 @@
-//! The PODS family: per question keep m of the n completions, then recompute the advantages with the
-//! configured estimator on the kept subsets only.
+//! The PODS family: per question keep m of the n completions, by the rewards alone (the advantage
+//! stage then re-runs the estimator on the kept subsets, `Basis::KeptSubset`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::rank::{best, Prefer};
-use super::{remap, KeptGroup};
-use crate::advantage::Estimator;
+use super::Kept;
 use crate::error::Error;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,13 +15,12 @@ pub(crate) enum Rule {
     Random { seed: u64, salt: u64 },
 }
 
-pub(crate) fn select(
+pub(crate) fn keep(
     rule: Rule,
     m: usize,
-    est: &Estimator,
     rewards: &[Vec<f64>],
     ids: &[usize],
-) -> Result<Vec<KeptGroup>, Error> {
+) -> Result<Vec<Kept>, Error> {
     if let Some(g) = rewards.iter().position(|r| r.len() < m) {
         return Err(Error::KeepTooMany {
             m,
@@ -30,29 +28,17 @@ pub(crate) fn select(
             size: rewards[g].len(),
         });
     }
-    let kept: Vec<Vec<usize>> = rewards
+    Ok(rewards
         .iter()
         .zip(ids)
-        .map(|(r, &id)| match rule {
-            Rule::MaxVariance => max_variance_subset(r, m),
-            Rule::MaxReward => best(r, Prefer::Largest, m),
-            Rule::Random { seed, salt } => random_subset(r.len(), m, seed, salt, id),
-        })
-        .collect();
-    let kept_rewards: Vec<Vec<f64>> = kept
-        .iter()
-        .zip(rewards)
-        .map(|(k, r)| k.iter().map(|&i| r[i]).collect())
-        .collect();
-    let adv = est.advantages(&kept_rewards).map_err(|e| remap(e, ids))?;
-    Ok(kept
-        .into_iter()
-        .zip(adv)
         .enumerate()
-        .map(|(g, (kept, advantages))| KeptGroup {
-            group: ids[g],
-            kept,
-            advantages,
+        .map(|(group, (r, &id))| Kept {
+            group,
+            kept: match rule {
+                Rule::MaxVariance => max_variance_subset(r, m),
+                Rule::MaxReward => best(r, Prefer::Largest, m),
+                Rule::Random { seed, salt } => random_subset(r.len(), m, seed, salt, id),
+            },
         })
         .collect())
 }

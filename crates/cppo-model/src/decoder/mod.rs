@@ -1,12 +1,12 @@
 //! The decoder of the Llama family (Llama 2/3, SmolLM2, Qwen2/2.5, Qwen3) with two execution paths over
 //! the same weights, both written against the kernels' `Backend` trait: a training path (`tape.rs`:
-//! log-probs through a tape with a hand-written backward, whose weight gradients reach candle's
-//! autograd through `attach.rs`; `train.rs` is its public face) and a generation path over a
+//! log-probs through a tape with a hand-written backward, run from dL/dlogp by `backward.rs`;
+//! `train.rs` is its public face) and a generation path over a
 //! preallocated KV cache (`infer.rs`, public face `generate.rs`). The weights are described once, by
 //! `cppo_io::params`, and found through `index.rs`.
 
 mod adapter;
-mod attach;
+mod backward;
 mod bf16_base;
 mod dropout;
 mod error;
@@ -31,6 +31,7 @@ pub use generate::RolloutWeights;
 pub use lora::LoraSpec;
 pub use on_backend::{BackendWeights, DeviceTapeRun, TapeRun};
 pub use random::{random_weights, RandomInit};
+pub use backward::{Backward, WeightGrads};
 pub use train::CompletionLogProbs;
 
 use cppo_io::config::ModelConfig;

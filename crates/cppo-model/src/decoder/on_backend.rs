@@ -104,8 +104,8 @@ mod tests {
 
     use super::super::{random_weights, Decoder, RandomInit};
 
-    /// On the CPU backend it is the trainer's path: the same log-probs, and the gradients candle's
-    /// backward pass gets for the loss `sum(dlogp * logprobs)`.
+    /// On the CPU backend it is the trainer's path: the same log-probs, and the gradients the
+    /// decoder's own backward pass gives for the same dL/dlogp.
     #[test]
     fn on_the_cpu_backend_it_gives_the_trainers_logprobs_and_gradients() {
         let cfg = ModelConfig::tiny(Architecture::Qwen2);
@@ -116,8 +116,7 @@ mod tests {
         let out = dec.grouped_completion_logprobs(&groups).unwrap();
         let n = out.logprobs.elem_count();
         let dlogp: Vec<f32> = (0..n).map(|i| ((i * 7) % 5) as f32 - 2.0).collect();
-        let loss = (&out.logprobs * Tensor::from_vec(dlogp.clone(), out.logprobs.shape(), &Device::Cpu).unwrap()).unwrap().sum_all().unwrap();
-        let grads = loss.backward().unwrap();
+        let grads = out.backward.as_ref().unwrap().run(&Tensor::from_vec(dlogp.clone(), out.logprobs.shape(), &Device::Cpu).unwrap()).unwrap();
         let run = dec.tape_on(&Cpu::<f32>::new(), &groups, &dlogp).unwrap();
         assert_eq!(run.logprobs, out.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap());
         let vars = dec.vars();

@@ -1,10 +1,10 @@
 //! The training path's public face: log-probs of completions over packed rows, so that k completions
-//! share one forward pass of their prompt (run on the tape, `tape.rs`, differentiable through
-//! `attach.rs`), and plain logits of whole sequences.
+//! share one forward pass of their prompt (run on the tape, `tape.rs`; its backward pass is taken
+//! from dL/dlogp through `backward.rs`), and plain logits of whole sequences.
 
 use candle_core::{DType, Tensor};
 
-use super::attach::{attach, held, AnyTape};
+use super::backward::{held, AnyTape, Backward};
 use super::{tape, with_ctx, Ctx, Decoder, DecoderError, Result};
 use cppo_kernels::attention::AttnLayout;
 use cppo_kernels::logprob::Gather;
@@ -12,13 +12,16 @@ use cppo_kernels::logprob::Gather;
 /// Per-token log-probabilities of k completions of one prompt, right-padded to the longest.
 #[derive(Clone, Debug)]
 pub struct CompletionLogProbs {
-    /// (k, Lmax): `logprobs[j][t] = log p(completions[j][t] | prompt, completions[j][..t])`, 0 on padding;
-    /// differentiable with respect to the decoder's variables.
+    /// (k, Lmax): `logprobs[j][t] = log p(completions[j][t] | prompt, completions[j][..t])`, 0 on padding.
     pub logprobs: Tensor,
     /// (k, Lmax): 1 for real tokens, 0 for padding (the decoder's dtype).
     pub mask: Tensor,
-    /// (k, Lmax): the entropy of each predicted distribution, detached; 0 on padding.
+    /// (k, Lmax): the entropy of each predicted distribution; 0 on padding.
     pub entropy: Tensor,
+    /// The backward pass from dL/dlogp (shaped like `logprobs`), when the call kept a gradient (a
+    /// trainable decoder, not `*_detached`); `None` on the parts `per_group` cuts, whose backward is
+    /// the whole call's.
+    pub backward: Option<Backward>,
 }
 
 impl CompletionLogProbs {
@@ -30,7 +33,7 @@ impl CompletionLogProbs {
         for (_, completions) in groups {
             let (k, width) = (completions.len(), completions.iter().map(|c| c.len()).max().unwrap_or(0));
             let cut = |t: &Tensor| t.narrow(0, row, k)?.narrow(1, 0, width);
-            out.push(CompletionLogProbs { logprobs: cut(&self.logprobs)?, mask: cut(&self.mask)?, entropy: cut(&self.entropy)? });
+            out.push(CompletionLogProbs { logprobs: cut(&self.logprobs)?, mask: cut(&self.mask)?, entropy: cut(&self.entropy)?, backward: None });
             row += k;
         }
         Ok(out)
@@ -170,7 +173,7 @@ impl Decoder {
         let mask = Tensor::from_vec(mask, shape.clone(), self.device())?.to_dtype(self.dtype())?;
         if gather.rows.is_empty() {
             let zeros = Tensor::zeros(shape, self.dtype(), self.device())?;
-            return Ok(CompletionLogProbs { logprobs: zeros.clone(), mask, entropy: zeros });
+            return Ok(CompletionLogProbs { logprobs: zeros.clone(), mask, entropy: zeros, backward: None });
         }
         let out_index = gather.out_index.clone();
         let save = grad && self.is_trainable();
@@ -197,10 +200,7 @@ impl Decoder {
             ent[o] = e;
         }
         let entropy = Tensor::from_vec(ent, shape, self.device())?.to_dtype(self.dtype())?;
-        let logprobs = match tape {
-            Some(t) => attach(self, t, raw)?,
-            None => raw,
-        };
-        Ok(CompletionLogProbs { logprobs, mask, entropy })
+        let backward = tape.map(|t| Backward::new(self, t, raw.dims().to_vec()));
+        Ok(CompletionLogProbs { logprobs: raw, mask, entropy, backward })
     }
 }

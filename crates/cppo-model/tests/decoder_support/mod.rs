@@ -7,7 +7,7 @@ pub mod reference;
 use candle_core::{DType, Device, Tensor, Var};
 use cppo_model::decoder::{random_weights, RandomInit};
 use cppo_io::{Architecture, ModelConfig, RopeScaling, Weights};
-use cppo_model::Decoder;
+use cppo_model::{CompletionLogProbs, Decoder, WeightGrads};
 
 /// Tiny configurations covering every variant the decoder supports.
 pub fn families() -> Vec<(&'static str, ModelConfig)> {
@@ -56,6 +56,18 @@ pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
 /// Deterministic values in [-1, 1).
 pub fn values(n: usize, seed: u64) -> Vec<f64> {
     tokens(n, 1 << 20, seed).into_iter().map(|t| t as f64 / (1 << 19) as f64 - 1.0).collect()
+}
+
+/// The weight gradients of `pg_loss` through the decoder's backward pass: dL/dlogp = mask * A.
+pub fn pg_grads(out: &CompletionLogProbs, advantages: &[f64]) -> WeightGrads {
+    out.backward.as_ref().expect("a forward pass that kept its gradient").run(&pg_dlogp(&out.mask, advantages)).unwrap()
+}
+
+/// dL/dlogp of `pg_loss`: A_j on every real token of row j, shaped and typed like `mask`.
+pub fn pg_dlogp(mask: &Tensor, advantages: &[f64]) -> Tensor {
+    let k = advantages.len();
+    let a = Tensor::from_vec(advantages.to_vec(), (k, 1), &Device::Cpu).unwrap().to_dtype(mask.dtype()).unwrap();
+    mask.broadcast_mul(&a).unwrap()
 }
 
 /// The policy-gradient-shaped objective: sum_j A_j sum_t logprob[j, t] mask[j, t].
