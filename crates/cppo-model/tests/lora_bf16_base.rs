@@ -11,7 +11,7 @@ use cppo_io::{ModelConfig, Weights};
 use cppo_kernels::skinny::{from_bf16, to_bf16};
 use cppo_kernels::Precision;
 use cppo_model::{Decoder, LoraSpec};
-use decoder_support::{families, flat, pg_loss, tokens, values, weights};
+use decoder_support::{families, flat, pg_grads, tokens, values, weights};
 
 const ADV: [f64; 3] = [0.9, -0.6, 0.4];
 
@@ -72,7 +72,7 @@ fn scored(dec: &Decoder, cfg: &ModelConfig) -> (Vec<f64>, Vec<Vec<f64>>) {
     let (prompt, comps) = sample(cfg.vocab_size);
     let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
     let out = dec.completion_logprobs(&prompt, &refs).unwrap();
-    let grads = pg_loss(&out.logprobs, &out.mask, &ADV).backward().unwrap();
+    let grads = pg_grads(&out, &ADV);
     (flat(&out.logprobs), dec.vars().iter().map(|(_, v)| flat(grads.get(v).unwrap())).collect())
 }
 

@@ -63,7 +63,7 @@ fn mib(values: usize) -> f64 {
 
 /// What a run holds in memory besides activations, as lines to print at start: the base, the
 /// trainable weights, their gradients and AdamW's two moments (all f32), and the reference model.
-pub fn memory_plan(policy: &Decoder, reference: Option<&Decoder>) -> Vec<String> {
+pub fn memory_plan(policy: &Decoder, reference: Option<&Decoder>, micro_batch_tokens: usize) -> Vec<String> {
     let total: usize = policy.config().params().iter().map(|p| p.shape.iter().product::<usize>()).sum();
     let trainable: usize = policy.vars().iter().map(|(_, v)| v.elem_count()).sum();
     let mut lines = Vec::new();
@@ -96,6 +96,46 @@ pub fn memory_plan(policy: &Decoder, reference: Option<&Decoder>) -> Vec<String>
             ));
         }
     }
-    lines.push("  activations: bounded by optim.micro_batch_tokens (the tape of one micro-batch)".into());
+    lines.push(format!(
+        "  activations: about {:.1} MiB kept for the backward per micro-batch of {micro_batch_tokens} tokens (optim.micro_batch_tokens), plus one layer's backward scratch",
+        tape_bytes(policy.config(), micro_batch_tokens) as f64 / (1024.0 * 1024.0)
+    ));
     lines
+}
+
+/// The bytes the training tape keeps for the backward pass over `tokens` rows: per layer and row, in
+/// f32, the residual stream before and after attention, q, k, v, the attention output, gate and up
+/// (q and k before their norm too with per-head q/k norms), and the final hidden row.
+pub fn tape_bytes(cfg: &cppo_io::ModelConfig, tokens: usize) -> usize {
+    let (h, inter) = (cfg.hidden_size, cfg.intermediate_size);
+    let (qw, kw) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
+    let raw = if cfg.qk_norm { qw + kw } else { 0 };
+    let per_layer = 2 * h + qw + 2 * kw + qw + 2 * inter + raw;
+    4 * tokens * (cfg.num_hidden_layers * per_layer + h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tape_bytes;
+    use cppo_io::{Architecture, ModelConfig};
+
+    /// SmolLM2-135M's shapes (30 layers, hidden 576, 9 heads and 3 kv heads of 64, intermediate 1536):
+    /// per layer and row 2 x 576 + 576 + 2 x 192 + 576 + 2 x 1536 = 5760 floats, plus the final 576.
+    #[test]
+    fn the_tape_estimate_counts_every_saved_buffer() {
+        let cfg = ModelConfig {
+            vocab_size: 49152,
+            hidden_size: 576,
+            intermediate_size: 1536,
+            num_hidden_layers: 30,
+            num_attention_heads: 9,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            ..ModelConfig::tiny(Architecture::Llama)
+        };
+        assert_eq!(tape_bytes(&cfg, 1), 4 * (30 * 5760 + 576));
+        assert_eq!(tape_bytes(&cfg, 4096), 4096 * tape_bytes(&cfg, 1));
+        let qwen3 = ModelConfig { qk_norm: true, ..cfg.clone() };
+        assert_eq!(tape_bytes(&qwen3, 1) - tape_bytes(&cfg, 1), 4 * 30 * (576 + 192));
+    }
 }

@@ -72,7 +72,7 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
             rollouts.for_rollouts().name(),
             auto(rollouts)
         );
-        for line in crate::lora::memory_plan(&trainer.policy, trainer.reference.as_ref()) {
+        for line in crate::lora::memory_plan(&trainer.policy, trainer.reference.as_ref(), trainer.cfg.optim.micro_batch_tokens) {
             eprintln!("{line}");
         }
     }
