@@ -16,5 +16,4 @@ pub mod sources;
 pub mod step;
 pub mod trainer;
 pub mod update;
-pub mod commands;
-pub mod plot;
+pub mod run;

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::bail;
 use cppo_data::SamplerState;
 use cppo_train::checkpoint::{self, TrainerState};
-use cppo_train::commands::train::{run, RunOptions};
+use cppo_train::run::{run, RunOptions};
 
 fn state(step: u64) -> TrainerState {
     TrainerState {

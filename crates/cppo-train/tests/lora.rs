@@ -9,7 +9,7 @@ mod common;
 use candle_core::{DType, Device};
 use cppo_model::Decoder;
 use cppo_train::checkpoint;
-use cppo_train::commands::train::{run, RunOptions};
+use cppo_train::run::{run, RunOptions};
 use cppo_train::metrics::{JsonlLog, StepMetrics};
 use cppo_train::trainer::Trainer;
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use cppo_train::commands::train::{resume_config, run, RunOptions};
+use cppo_train::run::{resume_config, run, RunOptions};
 use cppo_train::eval::EvalSummary;
 use cppo_train::metrics::{JsonlLog, StepMetrics};
 use cppo_train::schedule::{learning_rate, Schedule};

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::tiny_config;
-use cppo_train::commands::train::{run, RunOptions};
+use cppo_train::run::{run, RunOptions};
 use cppo_train::metrics::{JsonlLog, StepMetrics};
 use cppo_train::tensorboard::{masked_crc32c, scalars_of, tfrecord, Event, EventKind, FILE_VERSION, SESSION_START};
 use prost::Message;
@@ -111,7 +111,7 @@ fn a_resumed_run_marks_where_it_restarts() {
     let cfg = tiny_config("tb-resume", &["train.tensorboard=true", "train.save_every=1"]);
     let out = cfg.output_dir.clone();
     run(cfg, &RunOptions { progress: false, ..RunOptions::default() }).unwrap();
-    let mut more = cppo_train::commands::train::resume_config(&out, &["train.steps=3".into()]).unwrap();
+    let mut more = cppo_train::run::resume_config(&out, &["train.steps=3".into()]).unwrap();
     more.train.steps = 3;
     run(more, &RunOptions { progress: false, resume: true, ..RunOptions::default() }).unwrap();
     let files = event_files(&out.join("tensorboard"));
@@ -151,7 +151,7 @@ fn tensorboard_reads_the_event_files() {
     let cfg = tiny_config("tb-python", &["train.tensorboard=true", "train.eval_every=1", "train.save_every=1"]);
     let out = cfg.output_dir.clone();
     run(cfg, &RunOptions { progress: false, ..RunOptions::default() }).unwrap();
-    let mut more = cppo_train::commands::train::resume_config(&out, &["train.steps=3".into()]).unwrap();
+    let mut more = cppo_train::run::resume_config(&out, &["train.steps=3".into()]).unwrap();
     more.train.steps = 3;
     run(more, &RunOptions { progress: false, resume: true, ..RunOptions::default() }).unwrap();
 

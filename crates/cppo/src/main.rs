@@ -7,7 +7,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use cppo_core::Task;
 use cppo_engine::SamplingParams;
-use cppo_train::commands;
+use cppo::commands;
+use cppo_train::run::{resume_config, RunOptions, TrainSummary};
 use cppo_train::config::TrainConfig;
 use cppo_train::eval::EvalSettings;
 
@@ -257,7 +258,7 @@ fn main() -> anyhow::Result<()> {
             let cfg = match (&config, &resume) {
                 (Some(path), _) => TrainConfig::load(path, &set)?,
                 // Only train.steps may be changed (raised) on a resumed run; other keys are refused by name.
-                (None, Some(out)) => commands::train::resume_config(out, &set)?,
+                (None, Some(out)) => resume_config(out, &set)?,
                 (None, None) => bail!("give a config file (see configs/), or --resume OUT"),
             };
             if let (Some(out), Some(_)) = (&resume, &config) {
@@ -265,7 +266,7 @@ fn main() -> anyhow::Result<()> {
                     bail!("--resume {} but the config's output_dir is {}", out.display(), cfg.output_dir.display());
                 }
             }
-            let summary = commands::train::run(cfg, &commands::train::RunOptions { progress: !quiet, resume: resume.is_some(), ..Default::default() })?;
+            let summary = commands::train::train(cfg, &RunOptions { progress: !quiet, resume: resume.is_some(), ..Default::default() })?;
             report_training(&summary);
         }
         Command::Compare { config, arms, seeds, budget_steps, budget_minutes, evals, out, set } => {
@@ -387,7 +388,7 @@ fn selftest(device: &str, _seed: Option<u64>, _bench: Option<&std::path::Path>) 
     bail!("selftest --device {device}: this cppo was built without CUDA; build it with `cargo build --release -p cppo --features cuda`")
 }
 
-fn report_training(s: &commands::train::TrainSummary) {
+fn report_training(s: &TrainSummary) {
     let pct = |e: &Option<cppo_train::eval::EvalSummary>| e.as_ref().map_or("n/a".to_string(), |e| format!("{:.1}%", 100.0 * e.accuracy));
     eprintln!("trained {} steps in {:.0} s", s.steps, s.seconds);
     eprintln!("held-out accuracy: before {}, after {}", pct(&s.initial_eval), pct(&s.final_eval));

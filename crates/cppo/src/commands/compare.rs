@@ -10,11 +10,13 @@ use anyhow::{bail, Context, Result};
 use cppo_core::select::Strategy;
 use serde::{Deserialize, Serialize};
 
-use crate::commands::train::{run, RunOptions};
-use crate::config::TrainConfig;
-use crate::eval::EvalSummary;
-use crate::fsutil::write_atomic;
-use crate::metrics::{JsonlLog, StepMetrics};
+use cppo_train::run::RunOptions;
+
+use crate::commands::train::train;
+use cppo_train::config::TrainConfig;
+use cppo_train::eval::EvalSummary;
+use cppo_train::fsutil::write_atomic;
+use cppo_train::metrics::{JsonlLog, StepMetrics};
 use crate::plot::{band_chart, stacked_bars, SeriesGroup};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,7 +227,7 @@ pub fn compare(args: &CompareArgs) -> Result<CompareReport> {
             if args.progress {
                 eprintln!("== arm {} (seed {seed}): {steps} steps of {b} questions", arm.label);
             }
-            run(cfg.clone(), &RunOptions { progress: args.progress, resume: false, time_limit: limit, save: false })
+            train(cfg.clone(), &RunOptions { progress: args.progress, resume: false, time_limit: limit, save: false })
                 .with_context(|| format!("arm {} seed {seed}", arm.label))?;
             runs[a].push(figures(&cfg.output_dir, seed)?);
         }

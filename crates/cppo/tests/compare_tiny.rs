@@ -1,9 +1,11 @@
 //! `compare` on a tiny random model: two arms, a two-step budget; the JSON holds what the README promises
 //! and the plots are real PNGs.
 
+// The trainer's test fixture (a tiny random model and its config), shared rather than copied.
+#[path = "../../cppo-train/tests/common/mod.rs"]
 mod common;
 
-use cppo_train::commands::compare::{compare, parse_arms, table, ArmKind, Budget, CompareArgs};
+use cppo::commands::compare::{compare, parse_arms, table, ArmKind, Budget, CompareArgs};
 
 #[test]
 fn arms_parse_and_bad_ones_are_named() {

@@ -10,7 +10,7 @@ use cppo_io::ChatMessage;
 use cppo_model::Decoder;
 use serde::{Deserialize, Serialize};
 
-use crate::sources::resolve_model_path;
+use cppo_train::sources::resolve_model_path;
 
 #[derive(Clone, Debug)]
 pub struct GenerateArgs {
@@ -73,7 +73,7 @@ pub fn run(args: &GenerateArgs) -> Result<Vec<GeneratedText>> {
     let path = resolve_model_path(&args.model)?;
     let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
     let decoder = match &args.adapter {
-        Some(dir) => crate::lora::load_adapted(&loaded.config, &loaded.weights, dir, &Device::Cpu)?,
+        Some(dir) => cppo_train::lora::load_adapted(&loaded.config, &loaded.weights, dir, &Device::Cpu)?,
         None => Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?,
     };
     let tok = &loaded.tokenizer;

@@ -13,12 +13,12 @@ use cppo_io::LayerParam;
 use cppo_model::{Decoder, LoraSpec};
 use serde::Serialize;
 
-use crate::config::LossSection;
-use crate::optim::{AdamW, AdamWConfig, GradAccumulator};
-use crate::prompt::Prompter;
-use crate::rollout::{generate_groups, score_groups, RewardSet, RolloutRequest};
-use crate::sources::resolve_model_path;
-use crate::update::{build_batch, Updater};
+use cppo_train::config::LossSection;
+use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
+use cppo_train::prompt::Prompter;
+use cppo_train::rollout::{generate_groups, score_groups, RewardSet, RolloutRequest};
+use cppo_train::sources::resolve_model_path;
+use cppo_train::update::{build_batch, Updater};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct UpdateTimes {
@@ -127,7 +127,7 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
     let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
     let mp = Precision::Auto.for_update();
     let tok = &loaded.tokenizer;
-    let problems = crate::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
+    let problems = cppo_train::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
@@ -243,14 +243,14 @@ pub fn bench_step_lora_random(config: &std::path::Path, tokenizer_model: &str, m
     .with_lora(spec, 1)?
     .with_bf16_base()?;
     let rss_setup_mib = status_mib("VmRSS:");
-    let problems = crate::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
+    let problems = cppo_train::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
     let prompts = vec![prompter.ids(&tok, &problems[0])?];
     let req = RolloutRequest { problems: &problems, prompts, group_size: 8 };
     // A random model's text is noise: no stop token, so every completion runs to max_new_tokens.
     let params_s = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
     let t = std::time::Instant::now();
-    let (mut rollouts, _) = crate::rollout::generate_groups_lossy(&lora, &tok, &req, &params_s, 64, 11, Precision::Auto)?;
+    let (mut rollouts, _) = cppo_train::rollout::generate_groups_lossy(&lora, &tok, &req, &params_s, 64, 11, Precision::Auto)?;
     let generation = t.elapsed().as_secs_f64();
     let generated_tokens = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).sum();
     // Rewards that differ within the group, so every completion has an advantage.

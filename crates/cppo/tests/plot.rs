@@ -1,6 +1,6 @@
 //! Charts render to real PNG files of the expected size.
 
-use cppo_train::plot::{line_chart, stacked_bars, Series};
+use cppo::plot::{line_chart, stacked_bars, Series};
 
 fn png_size(path: &std::path::Path) -> (u32, u32) {
     let bytes = std::fs::read(path).unwrap();

@@ -3,9 +3,11 @@
 //! is also checked on hand-made curves, where it must be present (a random model's accuracy stays 0,
 //! so in the real run there is no target to reach).
 
+// The trainer's test fixture (a tiny random model and its config), shared rather than copied.
+#[path = "../../cppo-train/tests/common/mod.rs"]
 mod common;
 
-use cppo_train::commands::compare::{compare, parse_arms, phase_segments, speedups, summarise, Budget, CompareArgs, RunFigures};
+use cppo::commands::compare::{compare, parse_arms, phase_segments, speedups, summarise, Budget, CompareArgs, RunFigures};
 
 fn spread(v: &[f64]) -> (f64, f64) {
     let mean = v.iter().sum::<f64>() / v.len() as f64;
@@ -128,7 +130,7 @@ fn speedup_to_target_on_known_curves() {
 
 #[test]
 fn seeds_are_drawn_with_their_mean_and_band() {
-    use cppo_train::plot::{band_chart, mean_band, SeriesGroup};
+    use cppo::plot::{band_chart, mean_band, SeriesGroup};
     let a = vec![(0.0, 0.1), (10.0, 0.5), (20.0, 0.6)];
     let b = vec![(0.0, 0.3), (14.0, 0.3)];
     let band = mean_band(&[a.clone(), b.clone()]);

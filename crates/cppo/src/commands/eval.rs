@@ -7,11 +7,11 @@ use candle_core::{DType, Device};
 use cppo_data::PromptTemplate;
 use cppo_model::Decoder;
 
-use crate::config::DataSection;
-use crate::eval::{evaluate, EvalSettings, EvalSummary};
-use crate::fsutil::write_atomic;
-use crate::prompt::Prompter;
-use crate::sources::{load_problems, resolve_model_path};
+use cppo_train::config::DataSection;
+use cppo_train::eval::{evaluate, EvalSettings, EvalSummary};
+use cppo_train::fsutil::write_atomic;
+use cppo_train::prompt::Prompter;
+use cppo_train::sources::{load_problems, resolve_model_path};
 
 #[derive(Clone, Debug)]
 pub struct EvalArgs {
@@ -59,7 +59,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary> {
     let path = resolve_model_path(&args.model)?;
     let loaded = cppo_io::load_model(&path, DType::F32, &Device::Cpu)?;
     let decoder = match &args.adapter {
-        Some(dir) => crate::lora::load_adapted(&loaded.config, &loaded.weights, dir, &Device::Cpu)?,
+        Some(dir) => cppo_train::lora::load_adapted(&loaded.config, &loaded.weights, dir, &Device::Cpu)?,
         None => Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?,
     };
     let template = PromptTemplate::preset(&args.template).map_err(|e| anyhow::anyhow!("--template: {e}"))?;
