@@ -14,7 +14,7 @@ use cppo_reward::{AccuracyReward, Reward};
 use serde::{Deserialize, Serialize};
 
 use crate::prompt::Prompter;
-use crate::rollout::{generate_groups, RolloutRequest};
+use crate::rollout::{generate_groups, GenerateOptions, RolloutRequest};
 
 #[derive(Clone, Debug)]
 pub struct EvalSettings {
@@ -76,7 +76,7 @@ pub fn evaluate(
         stop: settings.stop.clone(),
     };
     let req = RolloutRequest { problems, prompts, group_size: settings.samples };
-    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, settings.max_batch, settings.seed, Precision::F32, |_| {})?;
+    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, GenerateOptions::new(settings.max_batch, settings.seed, Precision::F32), |_| {})?;
     let grader = AccuracyReward;
     let mut records = Vec::with_capacity(groups.len());
     let mut all_correct = Vec::new();

@@ -59,57 +59,45 @@ pub struct RolloutRequest<'a> {
     pub group_size: usize,
 }
 
+/// How a rollout is generated besides the sampling parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct GenerateOptions {
+    /// Rows decoded together.
+    pub max_batch: usize,
+    pub seed: u64,
+    /// The rollout weights' precision.
+    pub precision: Precision,
+    /// Completions that do not decode (ids beyond the tokenizer, e.g. from a random model of a larger
+    /// vocabulary: `cppo bench step --random-config`) get empty texts instead of failing the rollout.
+    pub lossy_text: bool,
+}
+
+impl GenerateOptions {
+    pub fn new(max_batch: usize, seed: u64, precision: Precision) -> Self {
+        GenerateOptions { max_batch, seed, precision, lossy_text: false }
+    }
+}
+
 /// Generates and decodes; scoring is separate so its time is reported on its own.
-#[allow(clippy::too_many_arguments)]
 pub fn generate_groups(
     policy: &Decoder,
     tokenizer: &ChatTokenizer,
     req: &RolloutRequest,
     params: &SamplingParams,
-    max_batch: usize,
-    seed: u64,
-    precision: Precision,
+    opts: GenerateOptions,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
-    generate_decoded(policy, tokenizer, req, params, EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed }, precision, on_finish, false)
-}
-
-/// As `generate_groups`, with completions that do not decode (ids beyond the tokenizer, e.g. from a
-/// random model of a larger vocabulary: `cppo bench step --random-config`) given empty texts.
-#[allow(clippy::too_many_arguments)]
-pub fn generate_groups_lossy(
-    policy: &Decoder,
-    tokenizer: &ChatTokenizer,
-    req: &RolloutRequest,
-    params: &SamplingParams,
-    max_batch: usize,
-    seed: u64,
-    precision: Precision,
-) -> Result<(Vec<Rollout>, GenerationStats)> {
-    generate_decoded(policy, tokenizer, req, params, EngineOptions { max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed }, precision, |_| {}, true)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn generate_decoded(
-    policy: &Decoder,
-    tokenizer: &ChatTokenizer,
-    req: &RolloutRequest,
-    params: &SamplingParams,
-    options: EngineOptions,
-    precision: Precision,
-    on_finish: impl FnMut(usize),
-    lossy: bool,
-) -> Result<(Vec<Rollout>, GenerationStats)> {
+    let options = EngineOptions { max_batch: opts.max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed: opts.seed };
     let requests: Vec<Request> =
         req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
     let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
-    let backend = cppo_engine::DecoderBackend::new(policy, precision)?;
+    let backend = cppo_engine::DecoderBackend::new(policy, opts.precision)?;
     let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
     let mut out = Vec::with_capacity(groups.len());
     for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {
         let texts = completions
             .iter()
-            .map(|c| if lossy { Ok(detok(&c.tokens)) } else { tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from) })
+            .map(|c| if opts.lossy_text { Ok(detok(&c.tokens)) } else { tokenizer.decode(&c.tokens, true).map_err(anyhow::Error::from) })
             .collect::<Result<Vec<_>>>()?;
         out.push(Rollout {
             problem: problem.clone(),

@@ -12,7 +12,7 @@ use cppo_core::Selection;
 use cppo_engine::SamplingParams;
 
 use crate::metrics::{JsonlLog, PhaseTimes, RolloutSummary, StepCounts, StepMetrics};
-use crate::rollout::{generate_groups, score_groups, Rollout, RolloutRequest};
+use crate::rollout::{generate_groups, score_groups, GenerateOptions, Rollout, RolloutRequest};
 use crate::schedule::learning_rate;
 use crate::shaping::shape_groups;
 use crate::tensorboard::scalars_of;
@@ -138,9 +138,7 @@ impl Trainer {
                 &self.tokenizer,
                 &req,
                 &self.sampling(),
-                g.max_batch,
-                self.round_seed(step, drawn.rounds),
-                g.weights,
+                GenerateOptions::new(g.max_batch, self.round_seed(step, drawn.rounds), g.weights),
                 &mut on_generated,
             )?;
             time.generation += t.elapsed().as_secs_f64();

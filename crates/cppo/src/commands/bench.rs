@@ -14,7 +14,7 @@ use serde::Serialize;
 use cppo_train::config::LossSection;
 use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
 use cppo_train::prompt::Prompter;
-use cppo_train::rollout::{generate_groups, score_groups, RewardSet, RolloutRequest};
+use cppo_train::rollout::{generate_groups, score_groups, GenerateOptions, RewardSet, RolloutRequest};
 use cppo_train::sources::resolve_model_path;
 use cppo_train::update::{build_batch, Updater};
 
@@ -266,7 +266,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
-        let (mut rollouts, _) = generate_groups(&policy, tok, &req, &params, 64, 11, weights, |_| {})?;
+        let (mut rollouts, _) = generate_groups(&policy, tok, &req, &params, GenerateOptions::new(64, 11, weights), |_| {})?;
         let generation = t.elapsed().as_secs_f64();
         let t = Instant::now();
         score_groups(&mut rollouts, &rewards);

@@ -16,7 +16,7 @@ use serde::Serialize;
 use cppo_train::config::LossSection;
 use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
 use cppo_train::prompt::Prompter;
-use cppo_train::rollout::{generate_groups, score_groups, RewardSet, RolloutRequest};
+use cppo_train::rollout::{generate_groups, score_groups, GenerateOptions, RewardSet, RolloutRequest};
 use cppo_train::sources::resolve_model_path;
 use cppo_train::update::{build_batch, Updater};
 
@@ -102,7 +102,7 @@ fn compare_rollouts(lora: &Decoder, tok: &cppo_io::ChatTokenizer, req: &RolloutR
         let mut v = vec![];
         for _ in 0..repeats.max(1) {
             let t = std::time::Instant::now();
-            let (rollouts, _) = generate_groups(dec, tok, req, params, 64, 11, Precision::Auto, |_| {})?;
+            let (rollouts, _) = generate_groups(dec, tok, req, params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
             let n: usize = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).sum();
             v.push(n as f64 / t.elapsed().as_secs_f64());
         }
@@ -137,7 +137,7 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
     // The batch: eight completions sampled once from the base, shared by both arms.
     let req = RolloutRequest { problems: &problems, prompts, group_size: 8 };
     let rollouts_compared = compare_rollouts(&lora, tok, &req, &params, repeats)?;
-    let (mut rollouts, _) = generate_groups(&lora, tok, &req, &params, 64, 11, Precision::Auto, |_| {})?;
+    let (mut rollouts, _) = generate_groups(&lora, tok, &req, &params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
     score_groups(&mut rollouts, &rewards);
     let loss = LossSection { beta: 0.04, ..Default::default() };
     let sel = SelectionConfig { strategy: Strategy::All, ..Default::default() }
@@ -250,7 +250,7 @@ pub fn bench_step_lora_random(config: &std::path::Path, tokenizer_model: &str, m
     // A random model's text is noise: no stop token, so every completion runs to max_new_tokens.
     let params_s = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
     let t = std::time::Instant::now();
-    let (mut rollouts, _) = cppo_train::rollout::generate_groups_lossy(&lora, &tok, &req, &params_s, 64, 11, Precision::Auto)?;
+    let (mut rollouts, _) = generate_groups(&lora, &tok, &req, &params_s, GenerateOptions { lossy_text: true, ..GenerateOptions::new(64, 11, Precision::Auto) }, |_| {})?;
     let generation = t.elapsed().as_secs_f64();
     let generated_tokens = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).sum();
     // Rewards that differ within the group, so every completion has an advantage.
