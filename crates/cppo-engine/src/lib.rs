@@ -1,6 +1,7 @@
 //! Batched generation for RL rollouts: a prompt prefilled once per question and shared by its samples,
 //! continuous batching, per-token log-probs, stop on EOS / stop strings / length, seeded and reproducible.
 
+pub mod agreement;
 pub mod backend;
 pub mod decoder_backend;
 pub mod device_backend;
