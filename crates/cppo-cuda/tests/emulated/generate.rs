@@ -79,3 +79,23 @@ fn the_engine_on_the_emulated_cuda_backend_gives_the_cpu_decoders_completions() 
     }
     assert!(failures.is_empty(), "{failures:?}");
 }
+
+#[test]
+fn the_generation_bench_runs_every_row_to_its_length_and_skips_what_the_budget_leaves_out() {
+    use cppo_cuda::gen_bench::{run, GenShape};
+    let cfg = ModelConfig::tiny(Architecture::Qwen2);
+    let dec = Decoder::new(&cfg, &random_weights(&cfg, 9, &RandomInit::default()).unwrap(), false, &Device::Cpu).unwrap();
+    let b = CudaBackend::new(EmuSide::new());
+    let shapes = [GenShape { batch: 1, prompt_len: 3, new_tokens: 4 }, GenShape { batch: 3, prompt_len: 2, new_tokens: 3 }];
+    let runs = run(&b, &dec, &shapes, 5, 1e9).unwrap();
+    assert_eq!(runs.len(), 2);
+    for (r, s) in runs.iter().zip(&shapes) {
+        let r = r.as_ref().unwrap();
+        // The random model's end-of-sequence token does not end a bench row.
+        assert_eq!(r.tokens, s.batch * s.new_tokens, "{r}");
+        assert!(r.seconds > 0.0 && r.decode_s > 0.0 && r.prefill_s > 0.0 && r.seconds >= r.decode_s, "{r}");
+        assert!(r.to_string().starts_with("cppo generate: {\"batch\": ") && r.json().contains("\"tokens_per_s\": "), "{r}");
+    }
+    let none = run(&b, &dec, &shapes, 5, 0.0).unwrap();
+    assert!(none.iter().all(|r| r.as_ref().is_err_and(|e| e.contains("skipped"))), "{none:?}");
+}
