@@ -30,6 +30,7 @@ pub mod buf;
 pub mod conformance;
 pub mod error;
 pub mod gemm;
+pub mod gen_bench;
 pub mod geometry;
 pub mod index;
 pub mod kernels;

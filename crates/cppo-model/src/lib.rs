@@ -2,8 +2,11 @@
 //! through a tape with a hand-written backward) and its cached generation path. Kernels live in
 //! `cppo-kernels`, loading and saving in `cppo-io`.
 
+mod cache_rows;
 pub mod decoder;
+pub mod device_cache;
 pub mod kv_cache;
 
 pub use decoder::{sequence_fingerprint, Backward, CompletionLogProbs, Decoder, DecoderError, LoraSpec, RolloutWeights, TapeRun, WeightGrads};
+pub use device_cache::DeviceCache;
 pub use kv_cache::KvCache;

@@ -2,10 +2,12 @@
 //! random inputs and odd shapes, outputs poisoned with NaN first where the operation overwrites
 //! them, within bounds suited to the precision (exact for copies, about f32 rounding for f32
 //! arithmetic, 1e-2 relative where products round their operands to bf16), then three policy updates
-//! of a small random decoder (two GRPO steps, one CPPO step) on both. The emulated tests run it
-//! on the CUDA backend over the CPU emulation; `cppo selftest --device cuda` runs it on a GPU.
+//! of a small random decoder (two GRPO steps, one CPPO step) on both, and the generation engine on
+//! both (`engine.rs`). The emulated tests run it on the CUDA backend over the CPU emulation;
+//! `cppo selftest --device cuda` runs it on a GPU.
 
 mod compare;
+mod engine;
 mod steps;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -34,7 +36,7 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
     let cpu = Cpu::<f32>::new();
     let mut report = Report { backend: b.name().to_string(), seed, checks: Vec::new(), notes: Vec::new() };
     let mut rng = Rng::new(seed);
-    let sections: [(&str, Section<B>); 10] = [
+    let sections: [(&str, Section<B>); 11] = [
         ("memory", memory::<B>),
         ("embedding", embedding::<B>),
         ("rms_norm", rms_norm::<B>),
@@ -43,6 +45,7 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
         ("swiglu", swiglu::<B>),
         ("logprobs", logprobs::<B>),
         ("generation", generation::<B>),
+        ("generation engine", engine::engine::<B>),
         ("adamw", adamw::<B>),
         ("decoder steps", steps::decoder_steps::<B>),
     ];
@@ -57,7 +60,7 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
 }
 
 /// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).
-pub const CHECKS: usize = 66;
+pub const CHECKS: usize = 69;
 
 fn down<B: Backend<T = f32>>(b: &B, x: &B::Buf) -> Vec<f32> {
     b.download(b.view(x))

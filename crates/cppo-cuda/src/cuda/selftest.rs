@@ -1,5 +1,5 @@
 //! `cppo selftest --device cuda`: every operation of the CUDA backend against the CPU backend on
-//! fresh random inputs (`conformance`), on a real GPU. Written and built without one: it has never
+//! fresh random inputs (`conformance`, the generation engine included), on a real GPU. Written and built without one: it has never
 //! run on a GPU.
 
 use std::path::Path;
@@ -8,11 +8,23 @@ use super::side::CudaSide;
 use crate::backend::CudaBackend;
 use crate::conformance::{self, Report};
 use crate::error::{Error, Result};
+use crate::gen_bench::{self, GenShape};
 use crate::tape_bench::{self, Shape};
 
 /// The timed update of `--bench`: one question of G = 8 completions of 256 tokens after a 256-token
 /// prompt, two timed updates after a warm-up (within a minute on one H100-class GPU, by estimate).
 pub const BENCH_SHAPE: Shape = Shape { group: 8, prompt_len: 256, new_tokens: 256, repeats: 2 };
+
+/// The timed generation of `--bench`: batch 1, 64 and 256 of 64-token prompts and 128 new tokens each,
+/// the shapes `scripts/gpu_bench_torch.py` gives transformers `generate`.
+pub const GEN_SHAPES: [GenShape; 3] = [
+    GenShape { batch: 1, prompt_len: 64, new_tokens: 128 },
+    GenShape { batch: 64, prompt_len: 64, new_tokens: 128 },
+    GenShape { batch: 256, prompt_len: 64, new_tokens: 128 },
+];
+
+/// Seconds the generation runs may start within (a shape reached later is reported as skipped).
+pub const GEN_BUDGET_S: f64 = 90.0;
 
 /// The ordinal of `cuda` / `cuda:N`.
 pub fn ordinal(device: &str) -> Result<usize> {
@@ -24,9 +36,9 @@ pub fn ordinal(device: &str) -> Result<usize> {
 }
 
 /// Runs the suite on `device` with `seed` (fresh when `None`; the report prints it), then, given a
-/// model's `config.json`, times the decoder's update on a random model of that shape (`tape_bench`,
-/// figures in the report's notes). Without a CUDA driver, or without that device, an error (not a
-/// panic).
+/// model's `config.json`, times the decoder's update (`tape_bench`) and the generation engine
+/// (`gen_bench`) on a random model of that shape, figures in the report's notes. Without a CUDA
+/// driver, or without that device, an error (not a panic).
 pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>) -> Result<Report> {
     let ordinal = ordinal(device)?;
     let side = CudaSide::new(ordinal)?;
@@ -39,25 +51,35 @@ pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>) -> Result<Repo
     let synced = backend.device().synchronize();
     report.record("the stream finishes without a fault", synced.is_ok(), synced.err().map_or_else(String::new, |e| e.to_string()));
     if let Some(config) = bench {
-        report.notes.push(match bench_update(&backend, config, report.seed) {
-            Ok(line) => line,
-            Err(e) => format!("cppo tape bench on {}: failed: {e}", config.display()),
-        });
+        match bench_model(config, report.seed) {
+            Ok(dec) => {
+                report.notes.push(match tape_bench::run(&backend, &dec, BENCH_SHAPE, report.seed) {
+                    Ok(r) => format!("{r} (bf16 products; attention in f32)"),
+                    Err(e) => format!("cppo tape bench on {}: failed: {e}", config.display()),
+                });
+                match gen_bench::run(&backend, &dec, &GEN_SHAPES, report.seed, GEN_BUDGET_S) {
+                    Ok(runs) => report.notes.extend(runs.into_iter().map(|r| match r {
+                        Ok(r) => format!("{r} (bf16 weights on the device, sampled on the host)"),
+                        Err(e) => format!("cppo generate: {e}"),
+                    })),
+                    Err(e) => report.notes.push(format!("cppo generate on {}: failed: {e:#}", config.display())),
+                }
+            }
+            Err(e) => report.notes.push(format!("cppo benches on {}: failed: {e}", config.display())),
+        }
     }
     Ok(report)
 }
 
-/// The decoder's update on a random model with `config`'s shapes, timed on `b`.
-fn bench_update(b: &CudaBackend<CudaSide>, config: &Path, seed: u64) -> std::result::Result<String, String> {
+/// A random model with `config`'s shapes, products in bf16 operands and f32 sums (the trainer's
+/// default and PyTorch's autocast).
+fn bench_model(config: &Path, seed: u64) -> std::result::Result<cppo_model::Decoder, String> {
     let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
     let cfg = cppo_io::hf::parse_config_json(&text, config).map_err(|e| e.to_string())?;
     let init = cppo_model::decoder::RandomInit::default();
     let w = cppo_model::decoder::random_weights(&cfg, seed, &init).map_err(|e| e.to_string())?;
-    // bf16 operands and f32 sums for the products, as the trainer's default and PyTorch's autocast.
     let dec = cppo_model::Decoder::new(&cfg, &w, false, &candle_core::Device::Cpu).map_err(|e| e.to_string())?.with_matmul_precision(cppo_kernels::Precision::Bf16);
-    drop(w);
-    let r = tape_bench::run(b, &dec, BENCH_SHAPE, seed).map_err(|e| e.to_string())?;
-    Ok(format!("{r} (bf16 products; attention in f32)"))
+    Ok(dec)
 }
 
 #[cfg(test)]

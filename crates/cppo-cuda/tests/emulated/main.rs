@@ -17,3 +17,4 @@ mod decode;
 mod sample;
 mod backend;
 mod decoder;
+mod generate;

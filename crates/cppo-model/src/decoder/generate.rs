@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use candle_core::{DType, Tensor};
-use cppo_kernels::backend::{Backend, CachedQuery};
+use cppo_kernels::backend::Backend;
 
+use super::cache_plan::Plan;
 use super::infer::{self, CacheViews, Step};
 use super::{with_ctx, Decoder, DecoderError, Result};
 use crate::kv_cache::KvCache;
@@ -44,7 +45,7 @@ impl RolloutWeights {
 }
 
 impl Decoder {
-    fn check_f32(&self) -> Result<()> {
+    pub(super) fn check_f32(&self) -> Result<()> {
         if self.dtype() != DType::F32 {
             return Err(DecoderError::BadInput(format!("the inference path computes in f32, this decoder in {:?}", self.dtype())));
         }
@@ -124,13 +125,8 @@ impl Decoder {
 
     /// As `prefill_logits`, reading the matrix weights from `half` where given.
     pub fn prefill_logits_with(&self, tokens: &[u32], cache: &mut KvCache, row: usize, half: Option<&RolloutWeights>) -> Result<Vec<f32>> {
-        if tokens.is_empty() {
-            return Err(DecoderError::BadInput("prefill: no tokens".into()));
-        }
-        let start = cache.len(row)?;
-        let queries: Vec<CachedQuery> = (0..tokens.len()).map(|i| CachedQuery { row, visible: start + i + 1 }).collect();
-        let positions: Vec<usize> = (start..start + tokens.len()).collect();
-        self.run_cached(tokens, &queries, &positions, cache, half, true)
+        let plan = Plan::prefill(tokens, &cache.shape, row)?;
+        self.run_cached(tokens, &plan, cache, half, true)
     }
 
     /// Appends `tokens[i]` to row `rows[i]` for every i and returns the next-token logits
@@ -147,45 +143,21 @@ impl Decoder {
 
     /// As `decode_step_logits`, reading the matrix weights from `half` where given.
     pub fn decode_step_logits_with(&self, tokens: &[u32], rows: &[usize], cache: &mut KvCache, half: Option<&RolloutWeights>) -> Result<Vec<f32>> {
-        if tokens.len() != rows.len() {
-            return Err(DecoderError::BadInput(format!("decode_step: {} tokens for {} rows", tokens.len(), rows.len())));
-        }
-        if rows.is_empty() {
-            return Err(DecoderError::BadInput("decode_step: no rows".into()));
-        }
-        let mut seen = vec![false; cache.rows()];
-        for &r in rows {
-            cache.check_row(r)?;
-            if std::mem::replace(&mut seen[r], true) {
-                return Err(DecoderError::BadInput(format!("decode_step: row {r} given twice")));
-            }
-        }
-        let positions: Vec<usize> = rows.iter().map(|&r| cache.lens()[r]).collect();
-        let queries: Vec<CachedQuery> = rows.iter().zip(&positions).map(|(&row, &p)| CachedQuery { row, visible: p + 1 }).collect();
-        self.run_cached(tokens, &queries, &positions, cache, half, false)
+        let plan = Plan::decode(tokens, rows, &cache.shape)?;
+        self.run_cached(tokens, &plan, cache, half, false)
     }
 
     /// Runs the new tokens through the layers into the cache and returns the logits of every row
     /// (`last_only`: of the last one).
-    fn run_cached(&self, tokens: &[u32], queries: &[CachedQuery], positions: &[usize], cache: &mut KvCache, half: Option<&RolloutWeights>, last_only: bool) -> Result<Vec<f32>> {
+    fn run_cached(&self, tokens: &[u32], plan: &Plan, cache: &mut KvCache, half: Option<&RolloutWeights>, last_only: bool) -> Result<Vec<f32>> {
         self.check_f32()?;
-        cache.matches(self.config())?;
-        self.check_tokens(tokens)?;
-        let cfg = self.config();
-        for (c, &p) in queries.iter().zip(positions) {
-            if p >= cache.max_len() {
-                return Err(DecoderError::Cache(format!("row {} is full ({} positions)", c.row, cache.max_len())));
-            }
-            if p >= cfg.max_position_embeddings {
-                return Err(DecoderError::BadInput(format!("row {} reaches position {p}, beyond max_position_embeddings {}", c.row, cfg.max_position_embeddings)));
-            }
-        }
+        plan.check(self, tokens, &cache.shape)?;
         if half.is_some_and(|r| r.half.len() != self.params.len()) {
             return Err(DecoderError::BadInput("rollout weights of another model".into()));
         }
-        let (h, n) = (cfg.hidden_size, tokens.len());
+        let (h, n) = (self.config().hidden_size, tokens.len());
         let layout = cache.layout();
-        let step = Step { queries, positions };
+        let step = Step { queries: &plan.queries, positions: &plan.positions };
         let logits = with_ctx!(self, f32, |m| {
             let snapshot: Option<Vec<Option<&Vec<u16>>>> = half.map(|r| r.half.iter().map(|h| h.as_deref()).collect());
             let halves = snapshot.as_deref();
@@ -197,9 +169,7 @@ impl Decoder {
                 infer::head_logits(&m, halves, m.b.view(&hidden), n)
             }
         });
-        for (c, &p) in queries.iter().zip(positions) {
-            cache.set_len(c.row, p + 1);
-        }
+        plan.commit(&mut cache.shape);
         Ok(logits)
     }
 }

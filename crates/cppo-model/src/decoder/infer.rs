@@ -23,7 +23,7 @@ pub(crate) struct CacheViews<'a, B: Backend + 'a> {
 }
 
 /// The bf16 copy of each weight a rollout reads instead (indexed like the parameters), if any.
-pub(crate) type Halves<'a, B> = Option<&'a [Option<&'a <B as Backend>::Half>]>;
+pub(crate) type Halves<'s, 'a, B> = Option<&'s [Option<&'a <B as Backend>::Half>]>;
 
 /// `y = x @ w^T (+ bias)`, from the bf16 copy where given.
 fn product<'w, 'y, B: Backend>(w: B::View<'w>, half: Option<&'w B::Half>, bias: Option<B::View<'w>>, dout: usize, y: B::ViewMut<'y>) -> Product<'w, 'y, B> {
@@ -32,7 +32,7 @@ fn product<'w, 'y, B: Backend>(w: B::View<'w>, half: Option<&'w B::Half>, bias: 
 
 /// Runs the layers over the new tokens, writing their keys and values into the cache; returns the
 /// last layer's output `(n, hidden)` before the final norm.
-pub(crate) fn run<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, tokens: &[u32], step: &Step, cache: &mut CacheViews<'_, B>) -> B::Buf {
+pub(crate) fn run<'a, B: Backend>(m: &Ctx<'_, 'a, B>, half: Halves<'_, 'a, B>, tokens: &[u32], step: &Step, cache: &mut CacheViews<'_, B>) -> B::Buf {
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let n = tokens.len();
     let (h, inter, eps) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps);
@@ -84,7 +84,7 @@ pub(crate) fn run<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, tokens: &
 }
 
 /// Logits `(n, vocab)` of hidden rows `(n, hidden)` before the final norm.
-pub(crate) fn head_logits<'a, B: Backend>(m: &Ctx<'a, B>, half: Halves<'a, B>, hidden: B::View<'_>, n: usize) -> B::Buf {
+pub(crate) fn head_logits<'a, B: Backend>(m: &Ctx<'_, 'a, B>, half: Halves<'_, 'a, B>, hidden: B::View<'_>, n: usize) -> B::Buf {
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
     let hn = b.rms_norm(hidden, w[ix.norm], cfg.rms_norm_eps);

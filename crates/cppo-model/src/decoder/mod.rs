@@ -8,6 +8,7 @@
 mod adapter;
 mod backward;
 mod bf16_base;
+mod cache_plan;
 mod dropout;
 mod error;
 mod generate;
@@ -15,6 +16,7 @@ mod index;
 mod infer;
 mod lora;
 mod on_backend;
+mod on_backend_generate;
 mod random;
 mod tape;
 mod train;
@@ -30,6 +32,7 @@ pub use error::{DecoderError, Result};
 pub use generate::RolloutWeights;
 pub use lora::LoraSpec;
 pub use on_backend::{BackendWeights, DeviceTapeRun, TapeRun};
+pub use on_backend_generate::DeviceHalves;
 pub use random::{random_weights, RandomInit};
 pub use backward::{Backward, WeightGrads};
 pub use train::CompletionLogProbs;
@@ -82,23 +85,25 @@ pub enum BackendKind {
 }
 
 /// What the generic paths need: the backend, the weights as its views (in parameter order), where
-/// each weight is, and the model's shape.
-pub(crate) struct Ctx<'a, B: Backend> {
+/// each weight is, and the model's shape. Two lifetimes: the weights' memory (`'a`, which a
+/// backend's views are invariant in) and the borrow of the slices that list them (`'s`), so a caller
+/// can build the list of views locally from buffers it borrows for longer.
+pub(crate) struct Ctx<'s, 'a, B: Backend> {
     pub b: &'a B,
-    pub w: &'a [B::View<'a>],
-    pub ix: &'a Index,
-    pub cfg: &'a ModelConfig,
-    pub rope: &'a Arc<RopeTable>,
+    pub w: &'s [B::View<'a>],
+    pub ix: &'s Index,
+    pub cfg: &'s ModelConfig,
+    pub rope: &'s Arc<RopeTable>,
     pub mp: Precision,
     /// The adapters' scale when the decoder's LoRA adapters are in use.
     pub lora: Option<f64>,
     /// Per weight, its bf16 storage when it is held only in bf16 (`w` is then empty for it).
-    pub half: &'a [Option<&'a B::Half>],
+    pub half: &'s [Option<&'a B::Half>],
     /// The adapters' dropout masks in a training forward pass and its backward (`dropout.rs`).
     pub dropout: Option<dropout::DropoutKey>,
 }
 
-impl<B: Backend> Ctx<'_, B> {
+impl<B: Backend> Ctx<'_, '_, B> {
     /// `y (+)= x @ w^T (+ bias)` for weight `i`, read from its bf16 storage when it has one.
     #[allow(clippy::too_many_arguments)]
     pub fn linear(&self, i: usize, x: B::View<'_>, bias: Option<B::View<'_>>, din: usize, dout: usize, y: B::ViewMut<'_>, add: bool, p: Precision) {

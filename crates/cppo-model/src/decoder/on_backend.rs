@@ -71,13 +71,10 @@ impl Decoder {
                 return Err(DecoderError::BadInput(format!("tape_on: position {p} beyond max_position_embeddings")));
             }
         }
-        // `Ctx` wants `&'a [View<'a>]`; a generic backend's `View<'a>` is invariant in 'a and may (as
-        // far as the drop check knows) need 'a when dropped, so an owned Vec of them cannot be lent
-        // for its own lifetime. The slice of views (a few bytes per weight) is leaked instead.
-        let views: &[B::View<'_>] = Box::leak(w.bufs.iter().map(|x| b.view(x)).collect::<Box<[_]>>());
+        let views: Vec<B::View<'_>> = w.bufs.iter().map(|x| b.view(x)).collect();
         // Every weight is on the device in f32 (`upload_weights`).
         let half: Vec<Option<&B::Half>> = vec![None; self.params.len()];
-        let m = Ctx { b, w: views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &half, dropout: self.next_dropout_key() };
+        let m = Ctx { b, w: &views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &half, dropout: self.next_dropout_key() };
         let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true, self.temperature)?;
         let tape = tape.ok_or_else(|| DecoderError::BadInput("tape_on: the forward kept no tape".into()))?;
         let grads = tape::backward(&m, &tape, dlogp, &self.trainable_mask());

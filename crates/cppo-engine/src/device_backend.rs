@@ -1,0 +1,67 @@
+//! The engine's view of the decoder's generation path on a kernel backend of the caller's choosing
+//! (the CUDA backend, or the reference backend that checks it): weights and KV cache in that
+//! backend's memory, logits downloaded each step and sampled on the host.
+
+use anyhow::Result;
+use cppo_kernels::backend::Backend as Kernels;
+use cppo_kernels::Precision;
+use cppo_model::decoder::{BackendWeights, DeviceHalves};
+use cppo_model::{Decoder, DeviceCache};
+
+use crate::backend::Backend;
+
+pub struct DeviceDecoderBackend<'a, B: Kernels<T = f32>> {
+    decoder: &'a Decoder,
+    b: &'a B,
+    weights: BackendWeights<B>,
+    half: Option<DeviceHalves<B>>,
+}
+
+impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
+    /// Generation from the decoder's current weights, uploaded to `b` now (later updates are not
+    /// seen). `Bf16` (and `Auto`: every device backend multiplies bf16 natively) reads a bf16 copy of
+    /// the matrices made on the device; `F32` reads the f32 weights.
+    pub fn new(decoder: &'a Decoder, b: &'a B, precision: Precision) -> Result<Self> {
+        let weights = decoder.upload_weights(b)?;
+        Self::with_weights(decoder, b, weights, precision)
+    }
+
+    /// Over weights already in `b`'s memory (`Decoder::upload_weights`, kept current by the caller).
+    pub fn with_weights(decoder: &'a Decoder, b: &'a B, weights: BackendWeights<B>, precision: Precision) -> Result<Self> {
+        let half = match precision {
+            Precision::F32 => None,
+            _ => Some(decoder.device_rollout_weights(b, &weights)?),
+        };
+        Ok(DeviceDecoderBackend { decoder, b, weights, half })
+    }
+
+    /// The weights it generates from, to hand back to the caller (a trainer's update).
+    pub fn into_weights(self) -> BackendWeights<B> {
+        self.weights
+    }
+}
+
+impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
+    type Cache = DeviceCache<B>;
+
+    fn vocab_size(&self) -> usize {
+        self.decoder.config().vocab_size
+    }
+
+    fn new_cache(&self, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
+        Ok(self.decoder.new_device_cache(self.b, rows, max_len)?)
+    }
+
+    fn prefill(&self, cache: &mut DeviceCache<B>, row: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+        cache.reset_row(row)?;
+        Ok(self.decoder.prefill_on(self.b, &self.weights, self.half.as_ref(), tokens, cache, row)?)
+    }
+
+    fn copy_row(&self, cache: &mut DeviceCache<B>, from: usize, to: &[usize]) -> Result<()> {
+        Ok(self.decoder.copy_row_on(self.b, cache, from, to)?)
+    }
+
+    fn decode(&self, cache: &mut DeviceCache<B>, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
+        Ok(self.decoder.decode_on(self.b, &self.weights, self.half.as_ref(), tokens, rows, cache)?)
+    }
+}

@@ -1,0 +1,112 @@
+//! The generation path on a backend the caller brings: a prefill and a decode step over the weights
+//! uploaded to it (`BackendWeights`) and a key/value cache in its memory (`DeviceCache`), running the
+//! same layer code as the host path (`infer.rs`) and returning only the logits to the host. A device
+//! crate (cppo-cuda) drives the engine through it without cppo-model depending on that crate.
+//!
+//! Rollouts may read a bf16 copy of the matrix weights made on the backend itself
+//! (`DeviceHalves`, the device's counterpart of the host's `RolloutWeights`), as an inference engine
+//! samples from bf16 weights.
+
+use cppo_kernels::backend::Backend;
+
+use super::cache_plan::Plan;
+use super::infer::{self, CacheViews, Step};
+use super::{BackendWeights, Ctx, Decoder, DecoderError, Result};
+use crate::device_cache::DeviceCache;
+
+/// bf16 copies, in a backend's memory, of the weights a decode step reads whole (every linear
+/// layer's and the output projection's), indexed like the parameters. A snapshot: weights updated
+/// afterwards are not seen.
+pub struct DeviceHalves<B: Backend> {
+    half: Vec<Option<B::Half>>,
+}
+
+impl<B: Backend> DeviceHalves<B> {
+    /// How many weights have a bf16 copy.
+    pub fn count(&self) -> usize {
+        self.half.iter().flatten().count()
+    }
+}
+
+impl Decoder {
+    /// An empty cache in `b`'s memory for this model (`rows` rows of up to `max_len` positions).
+    pub fn new_device_cache<B: Backend>(&self, b: &B, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
+        DeviceCache::new(b, self.config(), rows, max_len)
+    }
+
+    /// The bf16 copies of `w`'s matrices (those `rollout_weights` snapshots on the host), made by `b`.
+    pub fn device_rollout_weights<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>) -> Result<DeviceHalves<B>> {
+        self.check_weights(w)?;
+        let half = self.params.iter().zip(&w.bufs).enumerate().map(|(i, (p, x))| (p.spec.is_linear() || i == self.index.lm_head).then(|| b.to_half(b.view(x)))).collect();
+        Ok(DeviceHalves { half })
+    }
+
+    /// Copies a prefilled row (its filled positions) into other rows of a backend's cache.
+    pub fn copy_row_on<B: Backend>(&self, b: &B, cache: &mut DeviceCache<B>, from_row: usize, to_rows: &[usize]) -> Result<()> {
+        cache.shape.check_row(from_row)?;
+        for &t in to_rows {
+            cache.shape.check_row(t)?;
+        }
+        let len = cache.shape.lens[from_row];
+        let layout = cache.shape.layout();
+        for (k, v) in cache.k.iter_mut().zip(cache.v.iter_mut()) {
+            b.cache_copy_row(b.view_mut(k), &layout, from_row, len, to_rows);
+            b.cache_copy_row(b.view_mut(v), &layout, from_row, len, to_rows);
+        }
+        for &t in to_rows {
+            cache.shape.lens[t] = len;
+        }
+        Ok(())
+    }
+
+    /// `prefill_logits_with` on `b`: appends `tokens` to `row` of `cache` and returns the logits
+    /// `(vocab)` after the last of them; matrices from `half` where given.
+    pub fn prefill_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], cache: &mut DeviceCache<B>, row: usize) -> Result<Vec<f32>> {
+        let plan = Plan::prefill(tokens, &cache.shape, row)?;
+        self.run_on(b, w, half, tokens, &plan, cache, true)
+    }
+
+    /// `decode_step_logits_with` on `b`: appends `tokens[i]` to `rows[i]` and returns the next-token
+    /// logits `(rows.len(), vocab)` in the order of `rows`.
+    pub fn decode_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], rows: &[usize], cache: &mut DeviceCache<B>) -> Result<Vec<f32>> {
+        let plan = Plan::decode(tokens, rows, &cache.shape)?;
+        self.run_on(b, w, half, tokens, &plan, cache, false)
+    }
+
+    fn check_weights<B: Backend>(&self, w: &BackendWeights<B>) -> Result<()> {
+        if w.bufs.len() != self.params.len() {
+            return Err(DecoderError::BadInput(format!("{} backend weights for a model of {}", w.bufs.len(), self.params.len())));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], plan: &Plan, cache: &mut DeviceCache<B>, last_only: bool) -> Result<Vec<f32>> {
+        self.check_f32()?;
+        plan.check(self, tokens, &cache.shape)?;
+        self.check_weights(w)?;
+        if half.is_some_and(|h| h.half.len() != self.params.len()) {
+            return Err(DecoderError::BadInput("rollout weights of another model".into()));
+        }
+        let views: Vec<B::View<'_>> = w.bufs.iter().map(|x| b.view(x)).collect();
+        // Every weight is on the backend in f32 (`upload_weights`); the bf16 copies come as `half`.
+        let stored: Vec<Option<&B::Half>> = vec![None; self.params.len()];
+        let m = Ctx { b, w: &views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &stored, dropout: None };
+        let halves: Option<Vec<Option<&B::Half>>> = half.map(|h| h.half.iter().map(Option::as_ref).collect());
+        let step = Step { queries: &plan.queries, positions: &plan.positions };
+        let (h, n) = (self.config().hidden_size, tokens.len());
+        let layout = cache.shape.layout();
+        let logits = {
+            let mut views = CacheViews::<'_, B> { k: cache.k.iter_mut().map(|x| b.view_mut(x)).collect(), v: cache.v.iter_mut().map(|x| b.view_mut(x)).collect(), layout };
+            let hidden = infer::run(&m, halves.as_deref(), tokens, &step, &mut views);
+            let logits = if last_only {
+                infer::head_logits(&m, halves.as_deref(), b.slice(b.view(&hidden), (n - 1) * h..n * h), 1)
+            } else {
+                infer::head_logits(&m, halves.as_deref(), b.view(&hidden), n)
+            };
+            b.download(b.view(&logits))
+        };
+        plan.commit(&mut cache.shape);
+        Ok(logits)
+    }
+}

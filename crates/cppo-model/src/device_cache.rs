@@ -1,0 +1,67 @@
+//! The key/value cache in a backend's memory: per layer, keys and values laid out as the host
+//! `KvCache` (rows, kv_heads, max_len, head_dim) in the backend's buffers, and a length per row on
+//! the host. Its rows are filled, copied and extended by the decoder's `*_on` entry points
+//! (`decoder/on_backend_generate.rs`); only logits come back to the host.
+
+use cppo_io::config::ModelConfig;
+use cppo_kernels::backend::Backend;
+
+use crate::cache_rows::CacheRows;
+use crate::decoder::Result;
+
+pub struct DeviceCache<B: Backend> {
+    pub(crate) shape: CacheRows,
+    pub(crate) k: Vec<B::Buf>,
+    pub(crate) v: Vec<B::Buf>,
+}
+
+impl<B: Backend> DeviceCache<B> {
+    /// An empty cache in `b`'s memory of `rows` rows holding up to `max_len` positions each, for models
+    /// shaped as `cfg`; the same checks and errors as `KvCache::new`.
+    pub fn new(b: &B, cfg: &ModelConfig, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
+        let (shape, per_layer) = CacheRows::new(cfg, rows, max_len)?;
+        let layers = shape.layers;
+        Ok(DeviceCache { shape, k: (0..layers).map(|_| b.zeros(per_layer)).collect(), v: (0..layers).map(|_| b.zeros(per_layer)).collect() })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.shape.rows
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.shape.max_len
+    }
+
+    pub fn layers(&self) -> usize {
+        self.shape.layers
+    }
+
+    /// Positions filled in every row.
+    pub fn lens(&self) -> &[usize] {
+        &self.shape.lens
+    }
+
+    pub fn len(&self, row: usize) -> Result<usize> {
+        self.shape.len(row)
+    }
+
+    /// Bytes held by the keys and values (f32 elements).
+    pub fn bytes(&self) -> usize {
+        self.shape.bytes(std::mem::size_of::<B::T>())
+    }
+
+    /// Empties a row for reuse (its old contents are simply overwritten later).
+    pub fn reset_row(&mut self, row: usize) -> Result<()> {
+        self.shape.truncate_row(row, 0)
+    }
+
+    /// Empties every row.
+    pub fn reset(&mut self) {
+        self.shape.lens.iter_mut().for_each(|l| *l = 0);
+    }
+
+    /// Keeps the first `len` positions of a row.
+    pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<()> {
+        self.shape.truncate_row(row, len)
+    }
+}
