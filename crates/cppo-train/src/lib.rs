@@ -16,4 +16,5 @@ pub mod sources;
 pub mod step;
 pub mod trainer;
 pub mod update;
+pub mod device;
 pub mod run;

@@ -180,6 +180,21 @@ impl AdamW {
         Ok(StepReport { grad_norm, clip_coef })
     }
 
+    /// The first and second moments, one buffer per variable.
+    pub fn moments(&self) -> (&[Vec<f32>], &[Vec<f32>]) {
+        (&self.m, &self.v)
+    }
+
+    /// Replaces the moments and the step count (with a device's, before a checkpoint is written).
+    pub fn set_moments(&mut self, step: u64, m: Vec<Vec<f32>>, v: Vec<Vec<f32>>) -> Result<()> {
+        let lens = |x: &[Vec<f32>]| x.iter().map(Vec::len).collect::<Vec<_>>();
+        if lens(&m) != lens(&self.m) || lens(&v) != lens(&self.v) {
+            bail!("set_moments: the moments do not match the variables' shapes");
+        }
+        (self.step, self.m, self.v) = (step, m, v);
+        Ok(())
+    }
+
     /// Writes the moments and the step counter (safetensors + JSON), atomically.
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut tensors = HashMap::new();

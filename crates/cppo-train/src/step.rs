@@ -91,15 +91,24 @@ impl Trainer {
         let batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
         let (sched, base, mu) = (self.cfg.optim.schedule, self.cfg.optim.lr, self.cfg.loss.num_iterations as u64);
         let (warmup, total) = (self.cfg.warmup_steps(), self.cfg.optimizer_steps());
-        let update = Updater {
-            policy: &self.policy,
-            reference: self.reference.as_ref(),
-            vars: &self.vars,
-            optimizer: &mut self.optimizer,
-            grads: &mut self.grads,
-            loss: &self.cfg.loss,
-        }
-        .run(&batch, |pass| learning_rate(sched, base, step * mu + pass as u64, warmup, total))?;
+        let lr = |pass: usize| learning_rate(sched, base, step * mu + pass as u64, warmup, total);
+        let update = match &mut self.device {
+            Some(device) => {
+                let out = device.update(&self.policy, self.reference.as_ref(), &self.cfg.loss, &batch, &lr)?;
+                // The next rollouts and evaluations read the host copy.
+                device.download_weights(&self.vars)?;
+                out
+            }
+            None => Updater {
+                policy: &self.policy,
+                reference: self.reference.as_ref(),
+                vars: &self.vars,
+                optimizer: &mut self.optimizer,
+                grads: &mut self.grads,
+                loss: &self.cfg.loss,
+            }
+            .run(&batch, lr)?,
+        };
         time.total = t_step.elapsed().as_secs_f64();
 
         // log: one metrics line (and TensorBoard scalars, and the completions when asked).

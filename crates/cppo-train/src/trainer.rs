@@ -9,10 +9,12 @@ use candle_core::{DType, Device, Var};
 use cppo_core::Problem;
 use cppo_data::{PromptTemplate, Sampler};
 use cppo_io::{ChatTokenizer, ModelConfig};
+use cppo_kernels::backend::Backend;
 use cppo_model::Decoder;
 
 use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
+use crate::device::{DeviceState, OnDevice};
 use crate::eval::{evaluate, EvalSettings, EvalSummary};
 use crate::fsutil::write_atomic;
 use crate::metrics::JsonlLog;
@@ -82,6 +84,8 @@ pub struct Trainer {
     evals: JsonlLog,
     /// With `train.tensorboard`: the same lines as TensorBoard scalars.
     pub(crate) tensorboard: Option<EventWriter>,
+    /// Where the update runs when not on the CPU (`with_update_backend`).
+    pub(crate) device: Option<Box<dyn DeviceState>>,
 }
 
 /// TensorBoard's folder inside the output folder.
@@ -243,7 +247,21 @@ impl Trainer {
             out,
             metrics,
             evals,
+            device: None,
         })
+    }
+
+    /// Runs the update (policy, reference and old-policy passes, backward, AdamW) on `b` from now on:
+    /// the policy, the reference and the optimizer's moments (fresh or resumed) are uploaded to it.
+    /// Rollouts, evaluation and checkpoints keep reading the host copy, which every update refreshes.
+    pub fn with_update_backend<B: Backend<T = f32> + 'static>(mut self, b: B) -> Result<Self> {
+        self.device = Some(Box::new(OnDevice::new(b, &self.policy, self.reference.as_ref(), &self.optimizer)?));
+        Ok(self)
+    }
+
+    /// The backend the update runs on: `cpu`, or the device backend's name.
+    pub fn update_backend(&self) -> String {
+        self.device.as_ref().map_or_else(|| "cpu".to_string(), |d| d.describe())
     }
 
     pub fn eval_settings(&self) -> EvalSettings {
@@ -285,7 +303,10 @@ impl Trainer {
         Ok(Some(summary))
     }
 
-    pub fn save_checkpoint(&self) -> Result<PathBuf> {
+    pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
+        if let Some(d) = &self.device {
+            d.download_moments(&mut self.optimizer)?;
+        }
         let state = TrainerState {
             step: self.step,
             seed: self.cfg.seed,

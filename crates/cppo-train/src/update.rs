@@ -10,10 +10,10 @@ use anyhow::{bail, Result};
 use candle_core::{DType, Tensor, Var};
 use cppo_core::loss::{policy_loss, LossStats, Rows};
 use cppo_core::Selection;
-use cppo_model::Decoder;
+use cppo_model::{CompletionLogProbs, Decoder};
 
 use crate::config::LossSection;
-use crate::optim::{AdamW, GradAccumulator};
+use crate::optim::{AdamW, GradAccumulator, StepReport};
 use crate::rollout::Rollout;
 
 /// One kept completion as the update sees it.
@@ -119,6 +119,39 @@ pub struct UpdateOutcome {
     pub optimizer_seconds: f64,
 }
 
+/// One question's scored completions on the host: `(k, width)` row-major, width its longest completion.
+pub struct GroupScores {
+    pub k: usize,
+    pub width: usize,
+    pub logprobs: Vec<f32>,
+    /// 1 for a real token, 0 for padding.
+    pub mask: Vec<f32>,
+    /// Each scored token's predicted-distribution entropy (0 on padding).
+    pub entropy: Vec<f64>,
+}
+
+/// The questions as the models' grouped calls take them.
+pub type Questions<'q> = [(&'q [u32], &'q [&'q [u32]])];
+
+/// What the update needs from the models it trains, wherever their weights live: the CPU decoders
+/// (`CpuModels`) or a device backend's buffers (`device::OnDevice`).
+pub trait UpdateModels {
+    /// The frozen reference's log-probs, per question.
+    fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>>;
+    /// The policy's log-probs without a gradient (the old policy when mu > 1), per question.
+    fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>>;
+    fn zero_grads(&mut self) -> Result<()>;
+    /// One forward pass of the policy over `qs`, with its gradient: `loss` gets the per-question scores
+    /// and returns dL/dlogp of the whole call (`(rows, width)` row-major, rows the questions'
+    /// completions in order, width the longest), whose backward pass is added to the gradients.
+    fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()>;
+    /// One optimizer step with learning rate `lr` from the accumulated gradients.
+    fn optimizer_step(&mut self, lr: f64) -> Result<StepReport>;
+    /// Completions that reached a forward pass of either model so far (the decoders count them).
+    fn scored_rows(&self) -> u64;
+}
+
+/// The update on the CPU: the decoders' own tensors, `AdamW` over their variables.
 pub struct Updater<'a> {
     pub policy: &'a Decoder,
     pub reference: Option<&'a Decoder>,
@@ -128,86 +161,147 @@ pub struct Updater<'a> {
     pub loss: &'a LossSection,
 }
 
-/// One micro-batch's question: its prompt and the completions it trains on.
-type Question<'a> = (&'a [u32], Vec<&'a [u32]>);
-
-/// The questions as the decoder's grouped calls take them.
-fn as_refs<'a>(groups: &'a [Question<'a>]) -> Vec<(&'a [u32], &'a [&'a [u32]])> {
-    groups.iter().map(|(p, c)| (*p, c.as_slice())).collect()
-}
-
 impl Updater<'_> {
     /// Runs mu passes over the batch; `lr(pass)` gives the learning rate of each optimizer step.
     pub fn run(&mut self, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
-        let mut out = UpdateOutcome::default();
-        if batch.items.is_empty() {
-            return Ok(out);
+        let mut models = CpuModels { policy: self.policy, reference: self.reference, vars: self.vars, optimizer: self.optimizer, grads: self.grads };
+        update(&mut models, self.loss, batch, lr)
+    }
+}
+
+pub struct CpuModels<'a> {
+    pub policy: &'a Decoder,
+    pub reference: Option<&'a Decoder>,
+    pub vars: &'a [(String, Var)],
+    pub optimizer: &'a mut AdamW,
+    pub grads: &'a mut GradAccumulator,
+}
+
+impl UpdateModels for CpuModels<'_> {
+    fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
+        let model = self.reference.ok_or_else(|| anyhow::anyhow!("beta > 0 but no reference model was built"))?;
+        model.grouped_completion_logprobs(qs)?.per_group(qs)?.iter().map(on_host).collect()
+    }
+
+    fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
+        self.policy.grouped_completion_logprobs_detached(qs)?.per_group(qs)?.iter().map(on_host).collect()
+    }
+
+    fn zero_grads(&mut self) -> Result<()> {
+        self.grads.zero();
+        Ok(())
+    }
+
+    fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()> {
+        let scored = self.policy.grouped_completion_logprobs(qs)?;
+        let (rows, width) = scored.logprobs.dims2()?;
+        let parts = scored.per_group(qs)?.iter().map(on_host).collect::<Result<Vec<_>>>()?;
+        let dlogp = loss(&parts, rows, width)?;
+        if let Some(backward) = &scored.backward {
+            let device = self.policy.device();
+            let grads = backward.run(&Tensor::from_vec(dlogp, (rows, width), device)?.to_dtype(scored.logprobs.dtype())?)?;
+            self.grads.add(self.vars, &grads)?;
         }
-        let device = self.policy.device().clone();
-        let mu = self.loss.num_iterations;
-        let need_ref = self.loss.beta > 0.0;
-        // Forward rows are counted by the decoders themselves, so they report what really reached a forward pass.
-        let scored = |u: &Self| u.policy.scored_completion_rows() + u.reference.map_or(0, |r| r.scored_completion_rows());
-        let rows_before = scored(self);
-        // Every pass scores a backward group's questions together (one forward pass of the large products
-        // instead of one per question), then hands each micro-batch its own rows and columns.
-        let groups: Vec<Vec<Question>> = batch
-            .backward_groups
-            .iter()
-            .map(|g| {
-                g.clone()
-                    .map(|m| {
-                        let mb = &batch.micro[m];
-                        (batch.prompts[mb.group], mb.items.iter().map(|&i| batch.items[i].tokens).collect())
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut reference: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
-        let mut old: Vec<Option<Tensor>> = vec![None; batch.micro.len()];
+        Ok(())
+    }
+
+    fn optimizer_step(&mut self, lr: f64) -> Result<StepReport> {
+        self.optimizer.step(self.vars, self.grads, lr)
+    }
+
+    fn scored_rows(&self) -> u64 {
+        self.policy.scored_completion_rows() + self.reference.map_or(0, |r| r.scored_completion_rows())
+    }
+}
+
+/// One question's part of a scored call, on the host.
+fn on_host(lp: &CompletionLogProbs) -> Result<GroupScores> {
+    let (k, width) = lp.logprobs.dims2()?;
+    Ok(GroupScores {
+        k,
+        width,
+        logprobs: host(&lp.logprobs)?,
+        mask: host(&lp.mask)?,
+        entropy: host(&lp.entropy)?.into_iter().map(f64::from).collect(),
+    })
+}
+
+/// One question's micro-batch of a scored call: its rows, cut to its own longest completion.
+struct Question<'a> {
+    prompt: &'a [u32],
+    completions: Vec<&'a [u32]>,
+}
+
+/// The questions as the models' grouped calls take them.
+fn as_refs<'a>(qs: &'a [Question<'a>]) -> Vec<(&'a [u32], &'a [&'a [u32]])> {
+    qs.iter().map(|q| (q.prompt, q.completions.as_slice())).collect()
+}
+
+/// Runs mu passes over the batch on `models`; `lr(pass)` gives the learning rate of each optimizer step.
+pub fn update(models: &mut dyn UpdateModels, loss_cfg: &LossSection, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
+    let mut out = UpdateOutcome::default();
+    if batch.items.is_empty() {
+        return Ok(out);
+    }
+    let mu = loss_cfg.num_iterations;
+    let need_ref = loss_cfg.beta > 0.0;
+    // Forward rows are counted by the decoders themselves, so they report what really reached a forward pass.
+    let rows_before = models.scored_rows();
+    // Every pass scores a backward group's questions together (one forward pass of the large products
+    // instead of one per question), then hands each micro-batch its own rows and columns.
+    let groups: Vec<Vec<Question>> = batch
+        .backward_groups
+        .iter()
+        .map(|g| {
+            g.clone()
+                .map(|m| {
+                    let mb = &batch.micro[m];
+                    Question { prompt: batch.prompts[mb.group], completions: mb.items.iter().map(|&i| batch.items[i].tokens).collect() }
+                })
+                .collect()
+        })
+        .collect();
+    let mut reference: Vec<Option<Vec<f32>>> = vec![None; batch.micro.len()];
+    let mut old: Vec<Option<Vec<f32>>> = vec![None; batch.micro.len()];
+    for (group, qs) in batch.backward_groups.iter().zip(&groups) {
+        let qs = as_refs(qs);
+        if need_ref {
+            let t = Instant::now();
+            for (m, part) in group.clone().zip(models.reference(&qs)?) {
+                reference[m] = Some(part.logprobs);
+            }
+            out.reference_seconds += t.elapsed().as_secs_f64();
+        }
+        if mu > 1 {
+            let t = Instant::now();
+            for (m, part) in group.clone().zip(models.old_policy(&qs)?) {
+                old[m] = Some(part.logprobs);
+            }
+            out.old_policy_seconds += t.elapsed().as_secs_f64();
+        }
+    }
+    let policy_loss_cfg = loss_cfg.policy();
+    for pass in 0..mu {
+        let t = Instant::now();
+        models.zero_grads()?;
+        let mut pass_stats = LossStats::default();
         for (group, qs) in batch.backward_groups.iter().zip(&groups) {
             let qs = as_refs(qs);
-            if need_ref {
-                let model = self.reference.ok_or_else(|| anyhow::anyhow!("beta > 0 but no reference model was built"))?;
-                let t = Instant::now();
-                for (m, part) in group.clone().zip(model.grouped_completion_logprobs(&qs)?.per_group(&qs)?) {
-                    reference[m] = Some(part.logprobs.detach());
-                }
-                out.reference_seconds += t.elapsed().as_secs_f64();
-            }
-            if mu > 1 {
-                let t = Instant::now();
-                for (m, part) in group.clone().zip(self.policy.grouped_completion_logprobs_detached(&qs)?.per_group(&qs)?) {
-                    old[m] = Some(part.logprobs);
-                }
-                out.old_policy_seconds += t.elapsed().as_secs_f64();
-            }
-        }
-        let policy_loss_cfg = self.loss.policy();
-        for pass in 0..mu {
-            let t = Instant::now();
-            self.grads.zero();
-            let mut pass_stats = LossStats::default();
-            for (group, qs) in batch.backward_groups.iter().zip(&groups) {
-                let qs = as_refs(qs);
-                let scored = self.policy.grouped_completion_logprobs(&qs)?;
-                // dL/dlogp of the whole call, each micro-batch's rows filled in by its loss.
-                let (rows, width) = scored.logprobs.dims2()?;
+            // dL/dlogp of the whole call, each micro-batch's rows filled in by its loss.
+            let mut loss = |parts: &[GroupScores], rows: usize, width: usize| -> Result<Vec<f32>> {
                 let mut dlogp = vec![0f32; rows * width];
                 let mut row = 0;
-                for (m, lp) in group.clone().zip(scored.per_group(&qs)?) {
+                for (m, lp) in group.clone().zip(parts) {
                     let mb = &batch.micro[m];
-                    let (k, w) = lp.logprobs.dims2()?;
-                    let (logprobs, mask) = (host(&lp.logprobs)?, host(&lp.mask)?);
-                    let (old, reference) = (old[m].as_ref().map(host).transpose()?, reference[m].as_ref().map(host).transpose()?);
+                    let (k, w) = (lp.k, lp.width);
                     let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
                     let weights: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
                     let inputs = Rows {
                         width: w,
-                        logprobs: &logprobs,
-                        old: old.as_deref(),
-                        reference: reference.as_deref(),
-                        mask: &mask,
+                        logprobs: &lp.logprobs,
+                        old: old[m].as_deref(),
+                        reference: reference[m].as_deref(),
+                        mask: &lp.mask,
                         advantages: &advantages,
                         weights: &weights,
                     };
@@ -220,40 +314,33 @@ impl Updater<'_> {
                     }
                     row += k;
                     if pass + 1 == mu {
-                        out.entropy_sum += masked_sum(&lp.entropy, &lp.mask)?;
+                        out.entropy_sum += lp.entropy.iter().zip(&lp.mask).map(|(e, &m)| e * m as f64).sum::<f64>();
                     }
                     pass_stats.add(&stats);
                 }
-                if let Some(backward) = &scored.backward {
-                    let grads = backward.run(&Tensor::from_vec(dlogp, (rows, width), &device)?.to_dtype(scored.logprobs.dtype())?)?;
-                    self.grads.add(self.vars, &grads)?;
-                }
-            }
-            out.policy_seconds += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let rate = lr(pass);
-            let report = self.optimizer.step(self.vars, self.grads, rate)?;
-            out.optimizer_seconds += t.elapsed().as_secs_f64();
-            // Every statistic reported is the last pass's (with mu = 1, the only one): loss, KL, clip
-            // fractions, entropy, gradient norm and learning rate all describe the step's last optimizer
-            // step. The first pass's ratios are 1 by construction, so its clip fractions say nothing.
-            if pass + 1 == mu {
-                out.stats = pass_stats;
-                out.grad_norm = report.grad_norm;
-                out.learning_rate = rate;
-            }
+                Ok(dlogp)
+            };
+            models.forward_backward(&qs, &mut loss)?;
         }
-        out.forward_rows = (scored(self) - rows_before) as usize;
-        Ok(out)
+        out.policy_seconds += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let rate = lr(pass);
+        let report = models.optimizer_step(rate)?;
+        out.optimizer_seconds += t.elapsed().as_secs_f64();
+        // Every statistic reported is the last pass's (with mu = 1, the only one): loss, KL, clip
+        // fractions, entropy, gradient norm and learning rate all describe the step's last optimizer
+        // step. The first pass's ratios are 1 by construction, so its clip fractions say nothing.
+        if pass + 1 == mu {
+            out.stats = pass_stats;
+            out.grad_norm = report.grad_norm;
+            out.learning_rate = rate;
+        }
     }
+    out.forward_rows = (models.scored_rows() - rows_before) as usize;
+    Ok(out)
 }
 
 /// A (k, L) tensor's values as f32, row-major.
 fn host(t: &Tensor) -> Result<Vec<f32>> {
     Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
-}
-
-/// The token sum of a (k, L) tensor over the mask, e.g. the entropy.
-fn masked_sum(t: &Tensor, mask: &Tensor) -> Result<f64> {
-    Ok((t * mask)?.sum_all()?.to_dtype(DType::F64)?.to_scalar::<f64>()?)
 }

@@ -31,7 +31,7 @@ pub use dropout::dropout_multipliers;
 pub use error::{DecoderError, Result};
 pub use generate::RolloutWeights;
 pub use lora::LoraSpec;
-pub use on_backend::{BackendWeights, DeviceTapeRun, TapeRun};
+pub use on_backend::{BackendWeights, DeviceForward, DeviceTapeRun, TapeRun};
 pub use on_backend_generate::DeviceHalves;
 pub use random::{random_weights, RandomInit};
 pub use backward::{Backward, WeightGrads};
@@ -407,7 +407,7 @@ impl Decoder {
     }
 
     /// Per parameter, whether it is trainable (a variable): the weights whose gradients the tape computes.
-    pub(crate) fn trainable_mask(&self) -> Vec<bool> {
+    pub fn trainable_mask(&self) -> Vec<bool> {
         self.params.iter().map(|p| p.var.is_some()).collect()
     }
 

@@ -56,31 +56,101 @@ impl Decoder {
     /// `w` (from `upload_weights`, kept current by the caller), then backward from `dlogp` (the
     /// gradient of the scored output, in its layout).
     pub fn tape_on_weights<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, groups: &[(&[u32], &[&[u32]])], dlogp: &[f32]) -> Result<DeviceTapeRun<B>> {
-        let (tokens, layout, gather, _mask) = self.grouped_inputs(groups)?;
-        let out_len: usize = gather.out_shape.iter().product();
-        if dlogp.len() != out_len || w.bufs.len() != self.params.len() {
-            return Err(DecoderError::BadInput(format!(
-                "tape_on: {} output gradients for an output of {out_len}, {} weights for {}",
-                dlogp.len(),
-                w.bufs.len(),
-                self.params.len()
-            )));
+        let fwd = self.forward_on_weights(b, w, groups, true)?;
+        let (logprobs, entropy) = (fwd.logprobs.clone(), fwd.entropy.clone());
+        let grads = fwd.backward(dlogp)?;
+        Ok(DeviceTapeRun { logprobs, entropy, grads })
+    }
+
+    /// The forward pass over `groups` on `b` with the weights `w`: the scored log-probs (host, in
+    /// `grouped_completion_logprobs`' layout), their mask and entropies, and with `keep_tape` what the
+    /// backward pass needs, so a caller can compute its loss's dL/dlogp from these log-probs first.
+    /// Counts the scored completions as the host paths do.
+    pub fn forward_on_weights<'a, B: Backend<T = f32>>(
+        &'a self,
+        b: &'a B,
+        w: &'a BackendWeights<B>,
+        groups: &[(&[u32], &[&[u32]])],
+        keep_tape: bool,
+    ) -> Result<DeviceForward<'a, B>> {
+        let (tokens, layout, gather, mask) = self.grouped_inputs(groups)?;
+        let shape = (gather.out_shape[0], gather.out_shape[1]);
+        if w.bufs.len() != self.params.len() {
+            return Err(DecoderError::BadInput(format!("forward_on: {} weights for {}", w.bufs.len(), self.params.len())));
         }
         if let Some(&p) = layout.positions.iter().max() {
             if p >= self.config().max_position_embeddings {
-                return Err(DecoderError::BadInput(format!("tape_on: position {p} beyond max_position_embeddings")));
+                return Err(DecoderError::BadInput(format!("forward_on: position {p} beyond max_position_embeddings")));
             }
         }
-        let views: Vec<B::View<'_>> = w.bufs.iter().map(|x| b.view(x)).collect();
-        // Every weight is on the device in f32 (`upload_weights`).
-        let half: Vec<Option<&B::Half>> = vec![None; self.params.len()];
-        let m = Ctx { b, w: &views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &half, dropout: self.next_dropout_key() };
-        let (scored, tape) = tape::forward(&m, &tokens, layout, gather, true, self.temperature)?;
-        let tape = tape.ok_or_else(|| DecoderError::BadInput("tape_on: the forward kept no tape".into()))?;
-        let grads = tape::backward(&m, &tape, dlogp, &self.trainable_mask());
-        Ok(DeviceTapeRun { logprobs: scored.out, entropy: scored.entropy, grads })
+        let ctx = DeviceCtx::new(self, b, w);
+        let dropout = if keep_tape { self.next_dropout_key() } else { None };
+        let m = ctx.get(self, dropout);
+        let (scored, tape) = tape::forward(&m, &tokens, layout, gather, keep_tape, self.temperature)?;
+        for (_, completions) in groups {
+            self.count_scored(completions);
+        }
+        Ok(DeviceForward {
+            logprobs: scored.out,
+            entropy: scored.entropy,
+            mask: mask.iter().map(|&x| x as f32).collect(),
+            shape,
+            tape,
+            ctx,
+            dec: self,
+        })
+    }
+}
+
+/// What `Ctx` borrows on a caller's backend: the views of the uploaded weights.
+struct DeviceCtx<'a, B: Backend> {
+    b: &'a B,
+    views: Vec<B::View<'a>>,
+    /// Every weight is on the device in f32 (`upload_weights`): no bf16 storage.
+    half: Vec<Option<&'a B::Half>>,
+}
+
+impl<'a, B: Backend> DeviceCtx<'a, B> {
+    fn new(dec: &Decoder, b: &'a B, w: &'a BackendWeights<B>) -> Self {
+        DeviceCtx { b, views: w.bufs.iter().map(|x| b.view(x)).collect(), half: vec![None; dec.params.len()] }
     }
 
+    fn get<'s>(&'s self, dec: &'s Decoder, dropout: Option<super::dropout::DropoutKey>) -> Ctx<'s, 'a, B> {
+        Ctx { b: self.b, w: &self.views, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &self.half, dropout }
+    }
+}
+
+/// One forward pass on a caller's backend (`forward_on_weights`): its scored output on the host and,
+/// when kept, the tape for one backward pass.
+pub struct DeviceForward<'a, B: Backend> {
+    /// `(completions, longest completion)` flattened, zeros where masked.
+    pub logprobs: Vec<f32>,
+    /// Per scored token, its predicted distribution's entropy (0 where masked).
+    pub entropy: Vec<f64>,
+    /// 1 for a real token, 0 for padding.
+    pub mask: Vec<f32>,
+    /// `(completions, longest completion)`.
+    pub shape: (usize, usize),
+    tape: Option<tape::Tape<B>>,
+    ctx: DeviceCtx<'a, B>,
+    dec: &'a Decoder,
+}
+
+impl<B: Backend<T = f32>> DeviceForward<'_, B> {
+    /// The backward pass from `dlogp` (the gradient of `logprobs`, same layout): every weight's
+    /// gradient on the device, `None` for a frozen one.
+    pub fn backward(self, dlogp: &[f32]) -> Result<Vec<Option<B::Buf>>> {
+        let tape = self.tape.as_ref().ok_or_else(|| DecoderError::BadInput("backward: the forward pass kept no tape".into()))?;
+        if dlogp.len() != self.logprobs.len() {
+            return Err(DecoderError::BadInput(format!("backward: {} output gradients for an output of {}", dlogp.len(), self.logprobs.len())));
+        }
+        // The backward takes the dropout masks from the tape.
+        let m = self.ctx.get(self.dec, None);
+        Ok(tape::backward(&m, tape, dlogp, &self.dec.trainable_mask()))
+    }
+}
+
+impl Decoder {
     /// `tape_on_weights` with the weights uploaded for this call and the gradients downloaded.
     pub fn tape_on<B: Backend<T = f32>>(&self, b: &B, groups: &[(&[u32], &[&[u32]])], dlogp: &[f32]) -> Result<TapeRun> {
         let w = self.upload_weights(b)?;

@@ -1,0 +1,216 @@
+//! The update on a device backend: the policy's weights, its AdamW moments and its gradients live in
+//! the backend's buffers (f32 master weights; the products at the decoder's precision), the reference's
+//! weights too when beta > 0. The step calls `DeviceState::update` instead of the CPU `Updater`; after
+//! each update the trained weights are copied back into the decoder's host variables, which the
+//! rollouts, evaluation and checkpoints read as on the CPU.
+
+use anyhow::{bail, Result};
+use candle_core::{Tensor, Var};
+use cppo_kernels::backend::{AdamWStep, Backend};
+use cppo_model::decoder::BackendWeights;
+use cppo_model::Decoder;
+
+use crate::config::LossSection;
+use crate::optim::{AdamW, AdamWConfig, StepReport};
+use crate::update::{update, Batch, GroupScores, Questions, UpdateModels, UpdateOutcome};
+
+/// What the trainer holds of a device: object-safe, so a run picks its backend at start.
+pub trait DeviceState: Send {
+    /// The backend's name, for the run's first lines.
+    fn describe(&self) -> String;
+    /// Runs mu passes over the batch on the device; `lr(pass)` as `Updater::run`.
+    fn update(&mut self, policy: &Decoder, reference: Option<&Decoder>, loss: &LossSection, batch: &Batch, lr: &dyn Fn(usize) -> f64) -> Result<UpdateOutcome>;
+    /// Copies the trained weights into the policy's host variables (`Decoder::vars`, in order).
+    fn download_weights(&self, vars: &[(String, Var)]) -> Result<()>;
+    /// Writes the device's AdamW moments and step count into `optimizer` (before it is saved).
+    fn download_moments(&self, optimizer: &mut AdamW) -> Result<()>;
+}
+
+/// A backend holding one run's trainable state.
+pub struct OnDevice<B: Backend<T = f32>> {
+    b: B,
+    policy: BackendWeights<B>,
+    reference: Option<BackendWeights<B>>,
+    /// Per decoder parameter: its index among the trainable variables, `None` when frozen.
+    var_of: Vec<Option<usize>>,
+    /// Per trainable variable: its gradient summed over a pass, its moments, whether it decays.
+    grads: Vec<Option<B::Buf>>,
+    m: Vec<B::Buf>,
+    v: Vec<B::Buf>,
+    decay: Vec<bool>,
+    config: AdamWConfig,
+    step: u64,
+}
+
+impl<B: Backend<T = f32>> OnDevice<B> {
+    /// Uploads the policy (and the reference) and the host optimizer's moments and step count (fresh,
+    /// or restored from a checkpoint).
+    pub fn new(b: B, policy: &Decoder, reference: Option<&Decoder>, optimizer: &AdamW) -> Result<Self> {
+        let (m_host, v_host) = optimizer.moments();
+        let var_of = trainable_index(policy);
+        let vars = policy.vars();
+        if vars.len() != m_host.len() {
+            bail!("the optimizer holds state for {} variables, the policy has {}", m_host.len(), vars.len());
+        }
+        let pw = policy.upload_weights(&b)?;
+        let rw = reference.map(|r| r.upload_weights(&b)).transpose()?;
+        let m = m_host.iter().map(|x| b.upload(x)).collect();
+        let v = v_host.iter().map(|x| b.upload(x)).collect();
+        Ok(OnDevice {
+            policy: pw,
+            reference: rw,
+            var_of,
+            grads: (0..vars.len()).map(|_| None).collect(),
+            m,
+            v,
+            decay: vars.iter().map(|(_, v)| v.rank() >= 2).collect(),
+            config: optimizer.config.clone(),
+            step: optimizer.step,
+            b,
+        })
+    }
+}
+
+/// Per decoder parameter, its index among `Decoder::vars` (the trainable ones, in parameter order).
+fn trainable_index(policy: &Decoder) -> Vec<Option<usize>> {
+    let mut next = 0;
+    policy
+        .trainable_mask()
+        .into_iter()
+        .map(|t| {
+            t.then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
+}
+
+impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
+    fn describe(&self) -> String {
+        self.b.name().to_string()
+    }
+
+    fn update(&mut self, policy: &Decoder, reference: Option<&Decoder>, loss: &LossSection, batch: &Batch, lr: &dyn Fn(usize) -> f64) -> Result<UpdateOutcome> {
+        update(&mut Models { dev: self, policy, reference }, loss, batch, lr)
+    }
+
+    fn download_weights(&self, vars: &[(String, Var)]) -> Result<()> {
+        for (p, var_index) in self.var_of.iter().enumerate() {
+            let Some(i) = *var_index else { continue };
+            let (name, var) = &vars[i];
+            let host = self.b.download(self.b.view(&self.policy.bufs[p]));
+            if host.len() != var.elem_count() {
+                bail!("{name}: {} values on the device, {} on the host", host.len(), var.elem_count());
+            }
+            var.set(&Tensor::from_vec(host, var.shape(), var.device())?.to_dtype(var.dtype())?)?;
+        }
+        Ok(())
+    }
+
+    fn download_moments(&self, optimizer: &mut AdamW) -> Result<()> {
+        let m = self.m.iter().map(|x| self.b.download(self.b.view(x))).collect();
+        let v = self.v.iter().map(|x| self.b.download(self.b.view(x))).collect();
+        optimizer.set_moments(self.step, m, v)
+    }
+}
+
+/// The device state with the decoders that describe its weights (shapes, inputs, row counters).
+struct Models<'a, B: Backend<T = f32>> {
+    dev: &'a mut OnDevice<B>,
+    policy: &'a Decoder,
+    reference: Option<&'a Decoder>,
+}
+
+/// Cuts a grouped call's host output into its questions, each to its own longest completion.
+fn per_question(qs: &Questions, logprobs: &[f32], mask: &[f32], entropy: &[f64], width: usize) -> Vec<GroupScores> {
+    let mut row = 0;
+    qs.iter()
+        .map(|(_, completions)| {
+            let (k, w) = (completions.len(), completions.iter().map(|c| c.len()).max().unwrap_or(0));
+            let cut = |x: &[f32]| (0..k).flat_map(|j| x[(row + j) * width..][..w].to_vec()).collect::<Vec<f32>>();
+            let g = GroupScores {
+                k,
+                width: w,
+                logprobs: cut(logprobs),
+                mask: cut(mask),
+                entropy: (0..k).flat_map(|j| entropy[(row + j) * width..][..w].to_vec()).collect(),
+            };
+            row += k;
+            g
+        })
+        .collect()
+}
+
+impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
+    fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
+        let (Some(model), Some(w)) = (self.reference, self.dev.reference.as_ref()) else {
+            bail!("beta > 0 but no reference model was built");
+        };
+        let f = model.forward_on_weights(&self.dev.b, w, qs, false)?;
+        Ok(per_question(qs, &f.logprobs, &f.mask, &f.entropy, f.shape.1))
+    }
+
+    fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
+        let f = self.policy.forward_on_weights(&self.dev.b, &self.dev.policy, qs, false)?;
+        Ok(per_question(qs, &f.logprobs, &f.mask, &f.entropy, f.shape.1))
+    }
+
+    fn zero_grads(&mut self) -> Result<()> {
+        self.dev.grads.iter_mut().for_each(|g| *g = None);
+        Ok(())
+    }
+
+    fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()> {
+        let dev = &mut *self.dev;
+        let f = self.policy.forward_on_weights(&dev.b, &dev.policy, qs, true)?;
+        let (rows, width) = f.shape;
+        let dlogp = loss(&per_question(qs, &f.logprobs, &f.mask, &f.entropy, width), rows, width)?;
+        let grads = f.backward(&dlogp)?;
+        for (p, g) in grads.into_iter().enumerate() {
+            let (Some(g), Some(i)) = (g, dev.var_of[p]) else { continue };
+            match &mut dev.grads[i] {
+                Some(sum) => dev.b.add_into(dev.b.view_mut(sum), dev.b.view(&g)),
+                slot => *slot = Some(g),
+            }
+        }
+        Ok(())
+    }
+
+    fn optimizer_step(&mut self, lr: f64) -> Result<StepReport> {
+        let dev = &mut *self.dev;
+        let b = &dev.b;
+        // A variable no loss reached has a zero gradient (its moments still decay, as on the CPU).
+        let zeros: Vec<B::Buf> = dev.m.iter().zip(&dev.grads).filter(|(_, g)| g.is_none()).map(|(m, _)| b.zeros(b.len(b.view(m)))).collect();
+        let mut zeros = zeros.into_iter();
+        let grads: Vec<B::Buf> = dev.grads.iter_mut().map(|g| g.take().unwrap_or_else(|| zeros.next().expect("one zero buffer per missing gradient"))).collect();
+        let grad_norm = grads.iter().map(|g| b.sum_squares(b.view(g))).sum::<f64>().sqrt();
+        if !grad_norm.is_finite() {
+            bail!("gradient norm is {grad_norm}: refusing to update the weights");
+        }
+        let c = &dev.config;
+        let clip_coef = match c.max_grad_norm {
+            Some(max) if max > 0.0 && grad_norm > max => max / (grad_norm + 1e-6),
+            _ => 1.0,
+        };
+        dev.step += 1;
+        for (p, var_index) in dev.var_of.iter().enumerate() {
+            let Some(i) = *var_index else { continue };
+            let s = AdamWStep {
+                lr,
+                beta1: c.beta1,
+                beta2: c.beta2,
+                eps: c.eps,
+                weight_decay: if dev.decay[i] { c.weight_decay } else { 0.0 },
+                step: dev.step,
+                grad_scale: clip_coef,
+            };
+            b.adamw(b.view_mut(&mut dev.policy.bufs[p]), b.view(&grads[i]), b.view_mut(&mut dev.m[i]), b.view_mut(&mut dev.v[i]), &s);
+        }
+        Ok(StepReport { grad_norm, clip_coef })
+    }
+
+    fn scored_rows(&self) -> u64 {
+        self.policy.scored_completion_rows() + self.reference.map_or(0, |r| r.scored_completion_rows())
+    }
+}
