@@ -60,8 +60,8 @@ pub struct ModelSection {
     /// on load; training still computes in f32).
     #[serde(default = "default_dtype")]
     pub dtype: Precision,
-    /// `cpu`, the only device built so far: `cuda` / `cuda:N` is refused at config time until the CUDA
-    /// backend lands (issue 15).
+    /// `cpu`, or `cuda` / `cuda:N` (a build with the `cuda` feature): the update (policy, reference and
+    /// old-policy passes, backward, AdamW) on that GPU; rollouts and evaluation on the CPU for now.
     #[serde(default = "default_device")]
     pub device: String,
 }

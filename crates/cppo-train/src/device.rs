@@ -214,3 +214,68 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         self.policy.scored_completion_rows() + self.reference.map_or(0, |r| r.scored_completion_rows())
     }
 }
+
+/// Puts a new trainer's update on the device its config names (`model.device`): the CPU keeps it;
+/// `cuda` / `cuda:N` opens that GPU (a build with the `cuda` feature), prints the memory plan and
+/// uploads the run's state.
+pub fn on_configured_device(trainer: crate::trainer::Trainer) -> Result<crate::trainer::Trainer> {
+    let device = trainer.cfg.model.device.clone();
+    match device.as_str() {
+        "cpu" => Ok(trainer),
+        #[cfg(feature = "cuda")]
+        device => cuda::open(trainer, device),
+        #[cfg(not(feature = "cuda"))]
+        device => {
+            crate::sources::check_device(device)?;
+            bail!("model.device = \"{device}\": this cppo was built without CUDA")
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use anyhow::{Context, Result};
+    use cppo_cuda::backend::CudaBackend;
+    use cppo_cuda::cuda::selftest::ordinal;
+    use cppo_cuda::cuda::CudaSide;
+    use cppo_cuda::plan::{MemoryPlan, ModelDims, RunShape};
+
+    use crate::trainer::Trainer;
+
+    pub fn open(trainer: Trainer, device: &str) -> Result<Trainer> {
+        let side = CudaSide::new(ordinal(device)?).with_context(|| format!("model.device = \"{device}\""))?;
+        for line in plan(&trainer).to_string().lines() {
+            eprintln!("{line}");
+        }
+        trainer.with_update_backend(CudaBackend::new(side))
+    }
+
+    /// The device memory this run's shape needs (cppo-cuda's plan, from the model's dimensions).
+    fn plan(t: &Trainer) -> MemoryPlan {
+        let c = &t.model_config;
+        let dims = ModelDims {
+            hidden: c.hidden_size,
+            intermediate: c.intermediate_size,
+            layers: c.num_hidden_layers,
+            heads: c.num_attention_heads,
+            kv_heads: c.num_key_value_heads,
+            head_dim: c.head_dim,
+            vocab: c.vocab_size,
+            tied_embeddings: c.tie_word_embeddings,
+            qkv_bias: c.attention_bias,
+            qk_norm: c.qk_norm,
+        };
+        let cfg = &t.cfg;
+        let shape = RunShape {
+            group: cfg.rollout.num_generations,
+            questions: cfg.rollout.questions_per_step,
+            prompt_len: cfg.data.max_prompt_tokens,
+            max_new_tokens: cfg.generation.max_new_tokens,
+            rollout_rows: cfg.generation.max_batch,
+            micro_completions: (cfg.optim.micro_batch_tokens / cfg.generation.max_new_tokens.max(1)).clamp(1, cfg.rollout.num_generations),
+            reference_model: cfg.loss.beta > 0.0,
+            chunk_cols: 0,
+        };
+        MemoryPlan::new(&dims, &shape)
+    }
+}

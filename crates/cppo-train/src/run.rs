@@ -65,6 +65,9 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
         } else {
             update.name().to_string()
         };
+        if trainer.update_backend() != "cpu" {
+            eprintln!("update on {} (rollouts and evaluation on the CPU)", trainer.update_backend());
+        }
         eprintln!(
             "kernels: {} on {}; update products {update}, rollout weights {}{}",
             cppo_kernels::isa::describe(),

@@ -37,14 +37,20 @@ pub fn resolve_model_path(path: &str) -> Result<PathBuf> {
     bail!("model.path = \"{path}\": no such file or directory (give a Hugging Face model directory, a .gguf file, a Hub id such as Qwen/Qwen2.5-1.5B-Instruct[@revision], or \"{BUILTIN_MODEL}\")");
 }
 
-/// Refuses every device but the CPU, naming the key: the CUDA backend is not built yet.
+/// Checks `model.device`, naming the key: `cpu`, or `cuda` / `cuda:N` in a build with the `cuda` feature.
 pub fn check_device(name: &str) -> Result<()> {
     match name {
         "cpu" => Ok(()),
         n if n == "cuda" || n.starts_with("cuda:") => {
-            bail!("model.device = \"{n}\": the CUDA backend is not built yet; cppo trains on the CPU only (model.device = \"cpu\")")
+            if n != "cuda" && n["cuda:".len()..].parse::<usize>().is_err() {
+                bail!("model.device = \"{n}\": expected \"cuda\" or \"cuda:N\" (N the device's ordinal)");
+            }
+            if !cfg!(feature = "cuda") {
+                bail!("model.device = \"{n}\": this cppo was built without CUDA; build it with `cargo build --release -p cppo --features cuda` (or train with model.device = \"cpu\")");
+            }
+            Ok(())
         }
-        other => bail!("model.device = \"{other}\": expected \"cpu\""),
+        other => bail!("model.device = \"{other}\": expected \"cpu\", \"cuda\" or \"cuda:N\""),
     }
 }
 

@@ -228,7 +228,7 @@ impl Trainer {
             None
         };
         write_atomic(&out.join("config.toml"), config_text.as_bytes())?;
-        Ok(Trainer {
+        crate::device::on_configured_device(Trainer {
             tensorboard,
             model_config: loaded.config,
             tokenizer: loaded.tokenizer,

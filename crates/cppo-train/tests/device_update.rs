@@ -121,3 +121,32 @@ fn a_device_run_resumed_from_its_checkpoint_matches_the_uninterrupted_one() {
     assert_eq!(straight.metrics.iter().map(strip).collect::<Vec<_>>(), resumed.metrics.iter().map(strip).collect::<Vec<_>>());
     assert_eq!(straight.weights, resumed.weights);
 }
+
+/// `model.device = "cuda"` in a build with the `cuda` feature (`cargo test -p cppo-train --features cuda
+/// --test device_update`, which .ci/run runs): on a machine without a CUDA driver the trainer refuses
+/// with an error naming the key and the missing driver; with one, the update runs on the GPU and
+/// agrees with the CPU update.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_trains_on_a_gpu_or_says_plainly_that_there_is_none() {
+    let ov = overrides(2, &["model.device=\"cuda\""]);
+    let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
+    let cfg = common::tiny_config("dev-cuda", &ov);
+    if !cppo_cuda::cuda::device::driver_present() {
+        let e = format!("{:#}", Trainer::new(cfg, false).err().expect("no driver: an error, not a trainer"));
+        assert!(e.contains("model.device = \"cuda\"") && e.to_lowercase().contains("driver"), "{e}");
+        return;
+    }
+    let mut t = Trainer::new(cfg.clone(), false).unwrap();
+    assert!(t.update_backend().contains("cuda"), "{}", t.update_backend());
+    while t.step < 2 {
+        t.train_step(|_| {}).unwrap();
+    }
+    let dev_metrics: Vec<StepMetrics> = JsonlLog::read(&cfg.output_dir.join("metrics.jsonl")).unwrap();
+    let cpu = run("dev-cuda-cpu", 2, false, &[], None);
+    let w = t.policy.to_weights().unwrap();
+    let mut names: Vec<&String> = w.tensors.keys().collect();
+    names.sort();
+    let weights = names.iter().flat_map(|n| w.tensors[*n].flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect();
+    assert_agree(&cpu, &Run { metrics: dev_metrics, weights }, "cuda");
+}
