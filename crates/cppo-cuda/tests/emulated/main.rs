@@ -18,3 +18,4 @@ mod sample;
 mod backend;
 mod decoder;
 mod generate;
+mod trainer;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod device_runs;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
