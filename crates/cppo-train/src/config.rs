@@ -60,8 +60,8 @@ pub struct ModelSection {
     /// on load; training still computes in f32).
     #[serde(default = "default_dtype")]
     pub dtype: Precision,
-    /// `cpu`, or `cuda` / `cuda:N` (a build with the `cuda` feature): the update (policy, reference and
-    /// old-policy passes, backward, AdamW) on that GPU; rollouts and evaluation on the CPU for now.
+    /// `cpu`, or `cuda` / `cuda:N` (a build with the `cuda` feature): rollouts and the update (policy,
+    /// reference and old-policy passes, backward, AdamW) on that GPU; evaluation on the CPU for now.
     #[serde(default = "default_device")]
     pub device: String,
 }

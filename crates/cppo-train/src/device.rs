@@ -1,8 +1,8 @@
-//! The update on a device backend: the policy's weights, its AdamW moments and its gradients live in
-//! the backend's buffers (f32 master weights; the products at the decoder's precision), the reference's
-//! weights too when beta > 0. The step calls `DeviceState::update` instead of the CPU `Updater`; after
-//! each update the trained weights are copied back into the decoder's host variables, which the
-//! rollouts, evaluation and checkpoints read as on the CPU.
+//! Rollouts and the update on a device backend: the policy's weights, its AdamW moments and its
+//! gradients live in the backend's buffers (f32 master weights; the products at the decoder's
+//! precision), the reference's weights too when beta > 0. The step calls `DeviceState::generate` and
+//! `DeviceState::update` instead of the CPU paths; after each update the trained weights are copied
+//! back into the decoder's host variables, which evaluation and checkpoints read as on the CPU.
 
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
@@ -10,7 +10,11 @@ use cppo_kernels::backend::{AdamWStep, Backend};
 use cppo_model::decoder::BackendWeights;
 use cppo_model::Decoder;
 
+use cppo_engine::{DeviceDecoderBackend, GenerationStats, SamplingParams};
+use cppo_io::ChatTokenizer;
+
 use crate::config::LossSection;
+use crate::rollout::{generate_groups_on, GenerateOptions, Rollout, RolloutRequest};
 use crate::optim::{AdamW, AdamWConfig, StepReport};
 use crate::update::{update, Batch, GroupScores, Questions, UpdateModels, UpdateOutcome};
 
@@ -20,6 +24,17 @@ pub trait DeviceState: Send {
     fn describe(&self) -> String;
     /// Runs mu passes over the batch on the device; `lr(pass)` as `Updater::run`.
     fn update(&mut self, policy: &Decoder, reference: Option<&Decoder>, loss: &LossSection, batch: &Batch, lr: &dyn Fn(usize) -> f64) -> Result<UpdateOutcome>;
+    /// The rollouts of `req` from the weights on the device (`rollout::generate_groups` there).
+    #[allow(clippy::too_many_arguments)]
+    fn generate(
+        &mut self,
+        policy: &Decoder,
+        tokenizer: &ChatTokenizer,
+        req: &RolloutRequest,
+        params: &SamplingParams,
+        opts: GenerateOptions,
+        on_finish: &mut dyn FnMut(usize),
+    ) -> Result<(Vec<Rollout>, GenerationStats)>;
     /// Copies the trained weights into the policy's host variables (`Decoder::vars`, in order).
     fn download_weights(&self, vars: &[(String, Var)]) -> Result<()>;
     /// Writes the device's AdamW moments and step count into `optimizer` (before it is saved).
@@ -93,6 +108,24 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
 
     fn update(&mut self, policy: &Decoder, reference: Option<&Decoder>, loss: &LossSection, batch: &Batch, lr: &dyn Fn(usize) -> f64) -> Result<UpdateOutcome> {
         update(&mut Models { dev: self, policy, reference }, loss, batch, lr)
+    }
+
+    fn generate(
+        &mut self,
+        policy: &Decoder,
+        tokenizer: &ChatTokenizer,
+        req: &RolloutRequest,
+        params: &SamplingParams,
+        opts: GenerateOptions,
+        on_finish: &mut dyn FnMut(usize),
+    ) -> Result<(Vec<Rollout>, GenerationStats)> {
+        // The engine's backend holds the weights while it generates and hands them back after, so
+        // the rollouts read the buffers the update trains (no copy).
+        let weights = std::mem::replace(&mut self.policy, BackendWeights { bufs: Vec::new() });
+        let backend = DeviceDecoderBackend::with_weights(policy, &self.b, weights, opts.precision)?;
+        let out = generate_groups_on(&backend, tokenizer, req, params, opts, on_finish);
+        self.policy = backend.into_weights();
+        out
     }
 
     fn download_weights(&self, vars: &[(String, Var)]) -> Result<()> {

@@ -87,12 +87,24 @@ pub fn generate_groups(
     opts: GenerateOptions,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
+    let backend = cppo_engine::DecoderBackend::new(policy, opts.precision)?;
+    generate_groups_on(&backend, tokenizer, req, params, opts, on_finish)
+}
+
+/// As `generate_groups`, on any engine backend (the policy on a device: `device::DeviceState::generate`).
+pub fn generate_groups_on(
+    backend: &impl cppo_engine::Backend,
+    tokenizer: &ChatTokenizer,
+    req: &RolloutRequest,
+    params: &SamplingParams,
+    opts: GenerateOptions,
+    on_finish: impl FnMut(usize),
+) -> Result<(Vec<Rollout>, GenerationStats)> {
     let options = EngineOptions { max_batch: opts.max_batch, eos: tokenizer.eos_token_ids().to_vec(), seed: opts.seed };
     let requests: Vec<Request> =
         req.prompts.iter().map(|p| Request { prompt: p.clone(), n: req.group_size }).collect();
     let detok = |ids: &[u32]| tokenizer.decode(ids, true).unwrap_or_default();
-    let backend = cppo_engine::DecoderBackend::new(policy, opts.precision)?;
-    let (groups, stats) = generate(&backend, &requests, params, &options, &detok, on_finish)?;
+    let (groups, stats) = generate(backend, &requests, params, &options, &detok, on_finish)?;
     let mut out = Vec::with_capacity(groups.len());
     for ((problem, prompt), completions) in req.problems.iter().zip(&req.prompts).zip(groups) {
         let texts = completions

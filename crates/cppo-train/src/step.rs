@@ -142,14 +142,11 @@ impl Trainer {
             let t = Instant::now();
             let req = RolloutRequest { problems: &problems, prompts, group_size: self.cfg.rollout.num_generations };
             let g = &self.cfg.generation;
-            let (mut batch, _) = generate_groups(
-                &self.policy,
-                &self.tokenizer,
-                &req,
-                &self.sampling(),
-                GenerateOptions::new(g.max_batch, self.round_seed(step, drawn.rounds), g.weights),
-                &mut on_generated,
-            )?;
+            let (opts, params) = (GenerateOptions::new(g.max_batch, self.round_seed(step, drawn.rounds), g.weights), self.sampling());
+            let (mut batch, _) = match &mut self.device {
+                Some(device) => device.generate(&self.policy, &self.tokenizer, &req, &params, opts, &mut on_generated)?,
+                None => generate_groups(&self.policy, &self.tokenizer, &req, &params, opts, &mut on_generated)?,
+            };
             time.generation += t.elapsed().as_secs_f64();
 
             let t = Instant::now();

@@ -9,6 +9,7 @@ pub fn overrides(steps: u64, extra: &[&str]) -> Vec<String> {
     let mut o = vec![
         // Exact products on both sides: the comparison is then between summation orders only.
         "optim.matmul_precision=\"f32\"".to_string(),
+        "generation.weights=\"f32\"".to_string(),
         "loss.num_iterations=2".to_string(),
         "optim.max_grad_norm=0.5".to_string(),
         "optim.weight_decay=0.1".to_string(),
