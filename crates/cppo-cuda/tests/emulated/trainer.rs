@@ -1,4 +1,4 @@
-//! The trainer's update on the CUDA backend under the emulation (`Trainer::with_update_backend`): the
+//! Rollouts and the update of the trainer on the CUDA backend under the emulation (`Trainer::with_update_backend`): the
 //! policy, the reference and the AdamW moments in the backend's buffers, the policy, reference and
 //! old-policy passes, the backward from the loss's dL/dlogp, gradient accumulation, clipping and the
 //! fused AdamW kernel, for whole training steps of the trainer's tiny model, against the CPU update.
