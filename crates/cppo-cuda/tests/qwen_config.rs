@@ -14,22 +14,6 @@ fn qwen() -> ModelConfig {
     parse_config_json(&text, &path).expect("the config parses")
 }
 
-/// The plan's view of a parsed config.
-fn dims(c: &ModelConfig) -> ModelDims {
-    ModelDims {
-        hidden: c.hidden_size,
-        intermediate: c.intermediate_size,
-        layers: c.num_hidden_layers,
-        heads: c.num_attention_heads,
-        kv_heads: c.num_key_value_heads,
-        head_dim: c.head_dim,
-        vocab: c.vocab_size,
-        tied_embeddings: c.tie_word_embeddings,
-        qkv_bias: c.attention_bias,
-        qk_norm: c.qk_norm,
-    }
-}
-
 #[test]
 fn the_qwen2_5_1_5b_instruct_config_parses_with_its_published_shape() {
     let c = qwen();
@@ -41,13 +25,13 @@ fn the_qwen2_5_1_5b_instruct_config_parses_with_its_published_shape() {
     assert_eq!(c.eos_token_ids, vec![151645]);
     assert_eq!(c.inconsistency(), None);
     // The plan's built-in figures are this file's.
-    assert_eq!(dims(&c), ModelDims::qwen2_5_1_5b());
-    assert_eq!(dims(&c).params(), 1_543_714_304);
+    assert_eq!(ModelDims::of(&c), ModelDims::qwen2_5_1_5b());
+    assert_eq!(ModelDims::of(&c).params(), 1_543_714_304);
 }
 
 #[test]
 fn its_memory_plan_for_g16_and_1024_new_tokens_fits_80_gb_with_micro_batches() {
-    let m = dims(&qwen());
+    let m = ModelDims::of(&qwen());
     let r = RunShape {
         group: 16,
         questions: 8,

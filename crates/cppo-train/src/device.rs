@@ -22,7 +22,7 @@ use crate::update::{update, Batch, GroupScores, Questions, UpdateModels, UpdateO
 pub trait DeviceState: Send {
     /// The backend's name, for the run's first lines.
     fn describe(&self) -> String;
-    /// Runs mu passes over the batch on the device; `lr(pass)` as `Updater::run`.
+    /// Runs mu passes over the batch on the device; `lr(pass)` as for `update::update`.
     fn update(&mut self, policy: &Decoder, reference: Option<&Decoder>, loss: &LossSection, batch: &Batch, lr: &dyn Fn(usize) -> f64) -> Result<UpdateOutcome>;
     /// The rollouts of `req` from the weights on the device (`rollout::generate_groups` there).
     #[allow(clippy::too_many_arguments)]
@@ -285,19 +285,7 @@ mod cuda {
 
     /// The device memory this run's shape needs (cppo-cuda's plan, from the model's dimensions).
     fn plan(t: &Trainer) -> MemoryPlan {
-        let c = &t.model_config;
-        let dims = ModelDims {
-            hidden: c.hidden_size,
-            intermediate: c.intermediate_size,
-            layers: c.num_hidden_layers,
-            heads: c.num_attention_heads,
-            kv_heads: c.num_key_value_heads,
-            head_dim: c.head_dim,
-            vocab: c.vocab_size,
-            tied_embeddings: c.tie_word_embeddings,
-            qkv_bias: c.attention_bias,
-            qk_norm: c.qk_norm,
-        };
+        let dims = ModelDims::of(&t.model_config);
         let cfg = &t.cfg;
         let shape = RunShape {
             group: cfg.rollout.num_generations,

@@ -17,7 +17,7 @@ use crate::schedule::learning_rate;
 use crate::shaping::shape_groups;
 use crate::tensorboard::scalars_of;
 use crate::trainer::Trainer;
-use crate::update::{build_batch, Updater};
+use crate::update::{build_batch, update, CpuModels};
 
 /// What a step hands back besides its metrics line (for tests and progress display).
 pub struct StepReport {
@@ -99,15 +99,16 @@ impl Trainer {
                 device.download_weights(&self.vars)?;
                 out
             }
-            None => Updater {
-                policy: &self.policy,
-                reference: self.reference.as_ref(),
-                vars: &self.vars,
-                optimizer: &mut self.optimizer,
-                grads: &mut self.grads,
-                loss: &self.cfg.loss,
+            None => {
+                let mut cpu = CpuModels {
+                    policy: &self.policy,
+                    reference: self.reference.as_ref(),
+                    vars: &self.vars,
+                    optimizer: &mut self.optimizer,
+                    grads: &mut self.grads,
+                };
+                update(&mut cpu, &self.cfg.loss, &batch, lr)?
             }
-            .run(&batch, lr)?,
         };
         time.total = t_step.elapsed().as_secs_f64();
 

@@ -152,23 +152,6 @@ pub trait UpdateModels {
 }
 
 /// The update on the CPU: the decoders' own tensors, `AdamW` over their variables.
-pub struct Updater<'a> {
-    pub policy: &'a Decoder,
-    pub reference: Option<&'a Decoder>,
-    pub vars: &'a [(String, Var)],
-    pub optimizer: &'a mut AdamW,
-    pub grads: &'a mut GradAccumulator,
-    pub loss: &'a LossSection,
-}
-
-impl Updater<'_> {
-    /// Runs mu passes over the batch; `lr(pass)` gives the learning rate of each optimizer step.
-    pub fn run(&mut self, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
-        let mut models = CpuModels { policy: self.policy, reference: self.reference, vars: self.vars, optimizer: self.optimizer, grads: self.grads };
-        update(&mut models, self.loss, batch, lr)
-    }
-}
-
 pub struct CpuModels<'a> {
     pub policy: &'a Decoder,
     pub reference: Option<&'a Decoder>,

@@ -16,7 +16,7 @@ use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
 use cppo_train::prompt::Prompter;
 use cppo_train::rollout::{generate_groups, score_groups, GenerateOptions, RewardSet, RolloutRequest};
 use cppo_train::sources::resolve_model_path;
-use cppo_train::update::{build_batch, Updater};
+use cppo_train::update::{build_batch, update, CpuModels};
 
 /// f32 matmul rate of this machine through candle's CPU gemm, at a shape typical of the model's layers.
 pub fn matmul_gflops() -> Result<f64> {
@@ -282,8 +282,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
             let t = Instant::now();
             let (policy, reference) = (at(&policy, *mp), at(&reference, *mp));
             let reference = (*beta > 0.0).then_some(&reference);
-            let o = Updater { policy: &policy, reference, vars: &vars, optimizer: &mut optimizer, grads: &mut grads, loss: &loss }
-                .run(&batch, |_| 1e-6)?;
+            let o = update(&mut CpuModels { policy: &policy, reference, vars: &vars, optimizer: &mut optimizer, grads: &mut grads }, &loss, &batch, |_| 1e-6)?;
             let update = t.elapsed().as_secs_f64();
             out.push(StepTimes {
                 label: format!("{label} {name}"),

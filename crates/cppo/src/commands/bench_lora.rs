@@ -18,7 +18,7 @@ use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
 use cppo_train::prompt::Prompter;
 use cppo_train::rollout::{generate_groups, score_groups, GenerateOptions, RewardSet, RolloutRequest};
 use cppo_train::sources::resolve_model_path;
-use cppo_train::update::{build_batch, Updater};
+use cppo_train::update::{build_batch, update, CpuModels};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct UpdateTimes {
@@ -152,7 +152,7 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
         let (mut rt, mut pt, mut ot) = (vec![], vec![], vec![]);
         // One unmeasured pass first: allocator and caches.
         for i in 0..=repeats.max(1) {
-            let o = Updater { policy, reference: Some(reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads, loss: &loss }.run(&batch, |_| 1e-6)?;
+            let o = update(&mut CpuModels { policy, reference: Some(reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads }, &loss, &batch, |_| 1e-6)?;
             if i > 0 {
                 rt.push(o.reference_seconds);
                 pt.push(o.policy_seconds);
@@ -269,7 +269,7 @@ pub fn bench_step_lora_random(config: &std::path::Path, tokenizer_model: &str, m
     let mut optimizer = AdamW::new(&vars, AdamWConfig::default());
     let mut grads = GradAccumulator::new(&vars);
     let reference = lora.without_adapters();
-    let o = Updater { policy: &lora, reference: Some(&reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads, loss: &loss }.run(&batch, |_| 1e-5)?;
+    let o = update(&mut CpuModels { policy: &lora, reference: Some(&reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads }, &loss, &batch, |_| 1e-5)?;
     Ok(RandomLoraStep {
         config: config.display().to_string(),
         params,
