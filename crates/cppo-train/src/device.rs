@@ -78,7 +78,7 @@ impl<B: Backend<T = f32>> OnDevice<B> {
             grads: (0..vars.len()).map(|_| None).collect(),
             m,
             v,
-            decay: vars.iter().map(|(_, v)| v.rank() >= 2).collect(),
+            decay: optimizer.decays().to_vec(),
             config: optimizer.config.clone(),
             step: optimizer.step,
             b,
@@ -214,18 +214,10 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         let dev = &mut *self.dev;
         let b = &dev.b;
         // A variable no loss reached has a zero gradient (its moments still decay, as on the CPU).
-        let zeros: Vec<B::Buf> = dev.m.iter().zip(&dev.grads).filter(|(_, g)| g.is_none()).map(|(m, _)| b.zeros(b.len(b.view(m)))).collect();
-        let mut zeros = zeros.into_iter();
-        let grads: Vec<B::Buf> = dev.grads.iter_mut().map(|g| g.take().unwrap_or_else(|| zeros.next().expect("one zero buffer per missing gradient"))).collect();
+        let grads: Vec<B::Buf> = dev.grads.iter_mut().zip(&dev.m).map(|(g, m)| g.take().unwrap_or_else(|| b.zeros(b.len(b.view(m))))).collect();
         let grad_norm = grads.iter().map(|g| b.sum_squares(b.view(g))).sum::<f64>().sqrt();
-        if !grad_norm.is_finite() {
-            bail!("gradient norm is {grad_norm}: refusing to update the weights");
-        }
         let c = &dev.config;
-        let clip_coef = match c.max_grad_norm {
-            Some(max) if max > 0.0 && grad_norm > max => max / (grad_norm + 1e-6),
-            _ => 1.0,
-        };
+        let clip_coef = c.clip_coefficient(grad_norm)?;
         dev.step += 1;
         for (p, var_index) in dev.var_of.iter().enumerate() {
             let Some(i) = *var_index else { continue };

@@ -33,6 +33,20 @@ impl Default for AdamWConfig {
     }
 }
 
+impl AdamWConfig {
+    /// The factor every gradient is multiplied by for global-norm clipping (1 when the norm is within
+    /// `max_grad_norm`); a norm that is not finite is refused, so the weights are never updated from it.
+    pub fn clip_coefficient(&self, grad_norm: f64) -> Result<f64> {
+        if !grad_norm.is_finite() {
+            bail!("gradient norm is {grad_norm}: refusing to update the weights");
+        }
+        Ok(match self.max_grad_norm {
+            Some(max) if max > 0.0 && grad_norm > max => max / (grad_norm + 1e-6),
+            _ => 1.0,
+        })
+    }
+}
+
 /// Gradients by variable: the decoder's backward pass (`WeightGrads`), or candle's autograd for
 /// plain tensors (`GradStore`).
 pub trait Gradients {
@@ -143,13 +157,7 @@ impl AdamW {
             bail!("optimizer holds state for {} variables, got {}", self.m.len(), vars.len());
         }
         let grad_norm = grads.norm();
-        if !grad_norm.is_finite() {
-            bail!("gradient norm is {grad_norm}: refusing to update the weights");
-        }
-        let clip_coef = match self.config.max_grad_norm {
-            Some(max) if max > 0.0 && grad_norm > max => max / (grad_norm + 1e-6),
-            _ => 1.0,
-        };
+        let clip_coef = self.config.clip_coefficient(grad_norm)?;
         self.step += 1;
         let c = &self.config;
         let bc1 = 1.0 - c.beta1.powi(self.step as i32);
@@ -178,6 +186,11 @@ impl AdamW {
             }
         }
         Ok(StepReport { grad_norm, clip_coef })
+    }
+
+    /// Per variable, whether weight decay applies to it (matrices only).
+    pub fn decays(&self) -> &[bool] {
+        &self.decay
     }
 
     /// The first and second moments, one buffer per variable.
