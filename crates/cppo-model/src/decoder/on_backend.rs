@@ -75,9 +75,7 @@ impl Decoder {
     ) -> Result<DeviceForward<'a, B>> {
         let (tokens, layout, gather, mask) = self.grouped_inputs(groups)?;
         let shape = (gather.out_shape[0], gather.out_shape[1]);
-        if w.bufs.len() != self.params.len() {
-            return Err(DecoderError::BadInput(format!("forward_on: {} weights for {}", w.bufs.len(), self.params.len())));
-        }
+        self.check_weights(w)?;
         if let Some(&p) = layout.positions.iter().max() {
             if p >= self.config().max_position_embeddings {
                 return Err(DecoderError::BadInput(format!("forward_on: position {p} beyond max_position_embeddings")));
@@ -103,7 +101,7 @@ impl Decoder {
 }
 
 /// What `Ctx` borrows on a caller's backend: the views of the uploaded weights.
-struct DeviceCtx<'a, B: Backend> {
+pub(super) struct DeviceCtx<'a, B: Backend> {
     b: &'a B,
     views: Vec<B::View<'a>>,
     /// Every weight is on the device in f32 (`upload_weights`): no bf16 storage.
@@ -111,11 +109,11 @@ struct DeviceCtx<'a, B: Backend> {
 }
 
 impl<'a, B: Backend> DeviceCtx<'a, B> {
-    fn new(dec: &Decoder, b: &'a B, w: &'a BackendWeights<B>) -> Self {
+    pub(super) fn new(dec: &Decoder, b: &'a B, w: &'a BackendWeights<B>) -> Self {
         DeviceCtx { b, views: w.bufs.iter().map(|x| b.view(x)).collect(), half: vec![None; dec.params.len()] }
     }
 
-    fn get<'s>(&'s self, dec: &'s Decoder, dropout: Option<super::dropout::DropoutKey>) -> Ctx<'s, 'a, B> {
+    pub(super) fn get<'s>(&'s self, dec: &'s Decoder, dropout: Option<super::dropout::DropoutKey>) -> Ctx<'s, 'a, B> {
         Ctx { b: self.b, w: &self.views, ix: &dec.index, cfg: &dec.cfg, rope: &dec.rope, mp: dec.matmul, lora: dec.lora_scale(), half: &self.half, dropout }
     }
 }

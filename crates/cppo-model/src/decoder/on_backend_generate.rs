@@ -11,7 +11,8 @@ use cppo_kernels::backend::Backend;
 
 use super::cache_plan::Plan;
 use super::infer::{self, CacheViews, Step};
-use super::{BackendWeights, Ctx, Decoder, DecoderError, Result};
+use super::on_backend::DeviceCtx;
+use super::{BackendWeights, Decoder, DecoderError, Result};
 use crate::device_cache::DeviceCache;
 
 /// bf16 copies, in a backend's memory, of the weights a decode step reads whole (every linear
@@ -73,7 +74,7 @@ impl Decoder {
         self.run_on(b, w, half, tokens, &plan, cache, false)
     }
 
-    fn check_weights<B: Backend>(&self, w: &BackendWeights<B>) -> Result<()> {
+    pub(super) fn check_weights<B: Backend>(&self, w: &BackendWeights<B>) -> Result<()> {
         if w.bufs.len() != self.params.len() {
             return Err(DecoderError::BadInput(format!("{} backend weights for a model of {}", w.bufs.len(), self.params.len())));
         }
@@ -88,10 +89,9 @@ impl Decoder {
         if half.is_some_and(|h| h.half.len() != self.params.len()) {
             return Err(DecoderError::BadInput("rollout weights of another model".into()));
         }
-        let views: Vec<B::View<'_>> = w.bufs.iter().map(|x| b.view(x)).collect();
         // Every weight is on the backend in f32 (`upload_weights`); the bf16 copies come as `half`.
-        let stored: Vec<Option<&B::Half>> = vec![None; self.params.len()];
-        let m = Ctx { b, w: &views, ix: &self.index, cfg: &self.cfg, rope: &self.rope, mp: self.matmul, lora: self.lora_scale(), half: &stored, dropout: None };
+        let ctx = DeviceCtx::new(self, b, w);
+        let m = ctx.get(self, None);
         let halves: Option<Vec<Option<&B::Half>>> = half.map(|h| h.half.iter().map(Option::as_ref).collect());
         let step = Step { queries: &plan.queries, positions: &plan.positions };
         let (h, n) = (self.config().hidden_size, tokens.len());
