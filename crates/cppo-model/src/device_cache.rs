@@ -54,14 +54,4 @@ impl<B: Backend> DeviceCache<B> {
     pub fn reset_row(&mut self, row: usize) -> Result<()> {
         self.shape.truncate_row(row, 0)
     }
-
-    /// Empties every row.
-    pub fn reset(&mut self) {
-        self.shape.lens.iter_mut().for_each(|l| *l = 0);
-    }
-
-    /// Keeps the first `len` positions of a row.
-    pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<()> {
-        self.shape.truncate_row(row, len)
-    }
 }
