@@ -10,7 +10,7 @@
 #    CPU (small random model: same tokens, log-probs within bound), then on a random model with Qwen2.5-1.5B's
 #    shapes: cppo's update timed (the decoder's tape forward + backward and AdamW over every weight, on the
 #    CUDA backend, weights already on the device; G = 8, prompt 256, 256 new tokens) and cppo's generation
-#    timed (the engine on the CUDA backend, bf16 weights, KV cache on the device, logits sampled on the host
+#    timed (the engine on the CUDA backend, bf16 weights, KV cache on the device, sampled on the device
 #    at temperature 1; batch 1, 64, 256 of 64-token prompts, 128 new tokens each: `cppo generate: {json}`
 #    lines); its last line is `N passed, N failed`.
 # 2. scripts/gpu_bench_torch.py: transformers + torch baselines on a random model with Qwen2.5-1.5B's shapes

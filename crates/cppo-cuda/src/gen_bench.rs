@@ -1,6 +1,6 @@
 //! cppo's side of `scripts/gpu-check.sh`'s generation comparison with transformers `generate`: the
-//! engine on a backend (weights and KV cache in its memory, logits downloaded each step and sampled
-//! on the host at temperature 1), `batch` prompts of `prompt_len` random tokens, every row made to
+//! engine on a backend (weights, KV cache and logits in its memory, sampled there at temperature 1:
+//! a token and a log-prob per row come back each step), `batch` prompts of `prompt_len` random tokens, every row made to
 //! run `new_tokens` (no end-of-sequence token), as the PyTorch baseline forces `min_new_tokens`.
 //! Generic over the backend, so its logic is tested under the emulation; on a GPU it has never run.
 

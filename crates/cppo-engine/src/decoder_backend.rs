@@ -5,6 +5,7 @@ use cppo_model::{Decoder, KvCache, RolloutWeights};
 use cppo_kernels::Precision;
 
 use crate::backend::Backend;
+use crate::sampling::{sample_on_host, SamplingParams};
 
 pub struct DecoderBackend<'a> {
     decoder: &'a Decoder,
@@ -31,6 +32,7 @@ impl<'a> DecoderBackend<'a> {
 
 impl Backend for DecoderBackend<'_> {
     type Cache = KvCache;
+    type Logits = Vec<f32>;
 
     fn vocab_size(&self) -> usize {
         self.decoder.config().vocab_size
@@ -51,5 +53,9 @@ impl Backend for DecoderBackend<'_> {
 
     fn decode(&self, cache: &mut KvCache, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
         Ok(self.decoder.decode_step_logits_with(tokens, rows, cache, self.half.as_ref())?)
+    }
+
+    fn sample(&self, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
+        sample_on_host(self.vocab_size(), at, draws, params)
     }
 }

@@ -1,14 +1,16 @@
 //! The engine's view of the decoder's generation path on a kernel backend of the caller's choosing
 //! (the CUDA backend, or the reference backend that checks it): weights and KV cache in that
-//! backend's memory, logits downloaded each step and sampled on the host.
+//! backend's memory; logits stay there and are sampled there (`Kernels::sample_rows`), so a decode step
+//! brings back a token and a log-prob per row, not rows x vocab logits.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use cppo_kernels::backend::Backend as Kernels;
 use cppo_kernels::Precision;
 use cppo_model::decoder::{BackendWeights, DeviceHalves};
 use cppo_model::{Decoder, DeviceCache};
 
 use crate::backend::Backend;
+use crate::sampling::SamplingParams;
 
 pub struct DeviceDecoderBackend<'a, B: Kernels<T = f32>> {
     decoder: &'a Decoder,
@@ -43,6 +45,7 @@ impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
 
 impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
     type Cache = DeviceCache<B>;
+    type Logits = B::Buf;
 
     fn vocab_size(&self) -> usize {
         self.decoder.config().vocab_size
@@ -52,7 +55,7 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
         Ok(self.decoder.new_device_cache(self.b, rows, max_len)?)
     }
 
-    fn prefill(&self, cache: &mut DeviceCache<B>, row: usize, tokens: &[u32]) -> Result<Vec<f32>> {
+    fn prefill(&self, cache: &mut DeviceCache<B>, row: usize, tokens: &[u32]) -> Result<B::Buf> {
         cache.reset_row(row)?;
         Ok(self.decoder.prefill_on(self.b, &self.weights, self.half.as_ref(), tokens, cache, row)?)
     }
@@ -61,7 +64,40 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
         Ok(self.decoder.copy_row_on(self.b, cache, from, to)?)
     }
 
-    fn decode(&self, cache: &mut DeviceCache<B>, rows: &[usize], tokens: &[u32]) -> Result<Vec<f32>> {
+    fn decode(&self, cache: &mut DeviceCache<B>, rows: &[usize], tokens: &[u32]) -> Result<B::Buf> {
         Ok(self.decoder.decode_on(self.b, &self.weights, self.half.as_ref(), tokens, rows, cache)?)
+    }
+
+    fn sample(&self, at: &[(&B::Buf, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
+        let vocab = self.vocab_size();
+        let b = self.b;
+        for (logits, row) in at {
+            let len = b.len(b.view(logits));
+            if len < (row + 1) * vocab {
+                bail!("row {row} of {len} logits, rows of {vocab}");
+            }
+        }
+        if at.len() != draws.len() {
+            bail!("{} rows to sample with {} draws", at.len(), draws.len());
+        }
+        // A decode step's rows are sampled where they lie; rows from several buffers (prompts just
+        // prefilled beside rows decoding) are first gathered on the device.
+        let in_place = at.first().is_some_and(|(first, _)| {
+            at.iter().enumerate().all(|(i, (l, row))| std::ptr::eq(*l, *first) && *row == i)
+                && b.len(b.view(first)) == at.len() * vocab
+        });
+        let gathered;
+        let logits = if in_place {
+            b.view(at[0].0)
+        } else {
+            let mut g = b.zeros(at.len() * vocab);
+            for (i, (l, row)) in at.iter().enumerate() {
+                let src = b.slice(b.view(l), row * vocab..(row + 1) * vocab);
+                b.copy(src, b.slice_mut(b.view_mut(&mut g), i * vocab..(i + 1) * vocab));
+            }
+            gathered = g;
+            b.view(&gathered)
+        };
+        Ok(b.sample_rows(logits, vocab, draws, &params.sampler()))
     }
 }

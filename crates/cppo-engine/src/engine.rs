@@ -7,17 +7,16 @@
 //! seed and the sample's (request, index), so a run is reproducible.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
-use crate::sampling::{sample, SamplingParams};
+use crate::sampling::SamplingParams;
 use crate::stop::{find_stop, tail_tokens};
 
 #[derive(Clone, Debug)]
@@ -125,9 +124,9 @@ pub fn generate<B: Backend>(
     let mut free: Vec<usize> = (0..rows).rev().collect();
     let mut running: Vec<Running> = Vec::new();
     let tail = tail_tokens(&params.stop);
-    // Where each running row's next-token logits are (aligned with `running`): a buffer shared by the
-    // samples of one prefill or by the rows of one decode step, and the row's offset in it.
-    let mut pending: Vec<(Arc<Vec<f32>>, usize)> = Vec::new();
+    // Where each running row's next-token logits are (aligned with `running`): the logits shared by the
+    // samples of one prefill or by the rows of one decode step, and the row's index in them.
+    let mut pending: Vec<(Rc<B::Logits>, usize)> = Vec::new();
 
     loop {
         // Admit waiting work while its rows are free.
@@ -138,10 +137,7 @@ pub fn generate<B: Backend>(
             waiting.pop_front();
             let my_rows: Vec<usize> = (0..count).map(|_| free.pop().expect("checked")).collect();
             let t = Instant::now();
-            let logits = Arc::new(backend.prefill(&mut cache, my_rows[0], &requests[req].prompt)?);
-            if logits.len() != vocab {
-                bail!("backend returned {} logits for a vocabulary of {vocab}", logits.len());
-            }
+            let logits = Rc::new(backend.prefill(&mut cache, my_rows[0], &requests[req].prompt)?);
             if count > 1 {
                 backend.copy_row(&mut cache, my_rows[0], &my_rows[1..])?;
             }
@@ -163,14 +159,19 @@ pub fn generate<B: Backend>(
             break;
         }
 
-        // Sample one token for every running row (in parallel: each row draws from its own RNG, so the
-        // result does not depend on the order); retire the rows that finish.
+        // Sample one token for every running row, each with a draw from its own RNG (so the result does
+        // not depend on the batching, nor on where the backend keeps its logits); retire the rows that finish.
         let t = Instant::now();
-        let drawn: Vec<(u32, f32)> = running
-            .par_iter_mut()
-            .zip(pending.par_iter())
-            .map(|(r, (buf, at))| sample(&buf[*at..*at + vocab], params, &mut r.rng))
-            .collect();
+        let draws: Vec<f64> = running.iter_mut().map(|r| params.draw(&mut r.rng)).collect();
+        let at: Vec<(&B::Logits, usize)> = pending.iter().map(|(l, row)| (&**l, *row)).collect();
+        let drawn = backend.sample(&at, &draws, params)?;
+        if drawn.len() != running.len() {
+            bail!("backend sampled {} tokens for {} rows", drawn.len(), running.len());
+        }
+        if let Some(&(token, _)) = drawn.iter().find(|(token, _)| *token as usize >= vocab) {
+            bail!("backend sampled token {token} of a vocabulary of {vocab}");
+        }
+        drop(at);
         pending.clear();
         let mut keep_running = Vec::with_capacity(running.len());
         let mut next_tokens = Vec::with_capacity(running.len());
@@ -211,14 +212,10 @@ pub fn generate<B: Backend>(
 
         let t = Instant::now();
         let rows_now: Vec<usize> = running.iter().map(|r| r.row).collect();
-        let logits = backend.decode(&mut cache, &rows_now, &next_tokens)?;
-        if logits.len() != rows_now.len() * vocab {
-            bail!("backend returned {} logits for {} rows of {vocab}", logits.len(), rows_now.len());
-        }
+        let logits = Rc::new(backend.decode(&mut cache, &rows_now, &next_tokens)?);
         stats.decode_seconds += t.elapsed().as_secs_f64();
         stats.decode_steps += 1;
-        let logits = Arc::new(logits);
-        pending = (0..rows_now.len()).map(|i| (logits.clone(), i * vocab)).collect();
+        pending = (0..rows_now.len()).map(|i| (logits.clone(), i)).collect();
     }
 
     let results = results

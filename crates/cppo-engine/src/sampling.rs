@@ -1,7 +1,11 @@
-//! Turning one row of logits into a token: temperature, top-k, top-p, greedy; and the log-prob of the
-//! chosen token under the distribution it was drawn from.
+//! The engine's sampling parameters, and the draw each sampled token takes from its sample's RNG. The
+//! sampler itself (one row of logits and a draw to a token and its log-prob) is `cppo_kernels::sample`,
+//! the host reference of the device kernel.
 
+use anyhow::{bail, Result};
+pub use cppo_kernels::sample::{log_softmax_at, sample_row, SampleParams};
 use rand::Rng;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,79 +54,44 @@ impl SamplingParams {
     }
 }
 
+impl SamplingParams {
+    /// What the sampler (host or device) sees of these parameters.
+    pub fn sampler(&self) -> SampleParams {
+        SampleParams { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k }
+    }
+
+    /// The uniform draw a sample's next token takes from its RNG: one `gen::<f64>()` per sampled token,
+    /// none when greedy. The draw is made on the host whichever backend samples, so a seed gives the
+    /// same completions wherever the logits live.
+    pub fn draw(&self, rng: &mut impl Rng) -> f64 {
+        if self.is_greedy() {
+            0.0
+        } else {
+            rng.gen::<f64>()
+        }
+    }
+}
+
 /// Picks a token from `logits`. The log-prob returned is that of the token under the distribution actually
 /// sampled from: softmax(logits / T) restricted and renormalised to the top-k / top-p set; for greedy
 /// decoding, under softmax(logits).
 pub fn sample(logits: &[f32], params: &SamplingParams, rng: &mut impl Rng) -> (u32, f32) {
-    if params.is_greedy() {
-        let (best, _) = argmax(logits);
-        return (best as u32, log_softmax_at(logits, 1.0, best));
-    }
-    let inv_t = (1.0 / params.temperature) as f32;
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    // Unnormalised probabilities; everything below is relative to the max logit, so it cannot overflow.
-    let mut probs: Vec<f32> = logits.iter().map(|&l| ((l - max) * inv_t).exp()).collect();
-    let restricted = params.top_k > 0 && params.top_k < logits.len() || params.top_p < 1.0;
-    if restricted {
-        let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-        let by_prob_desc = |a: &u32, b: &u32| probs[*b as usize].total_cmp(&probs[*a as usize]).then(a.cmp(b));
-        let mut keep = logits.len();
-        if params.top_k > 0 && params.top_k < keep {
-            order.select_nth_unstable_by(params.top_k - 1, by_prob_desc);
-            keep = params.top_k;
-        }
-        order.truncate(keep);
-        order.sort_unstable_by(by_prob_desc);
-        if params.top_p < 1.0 {
-            let total: f64 = order.iter().map(|&i| probs[i as usize] as f64).sum();
-            let mut acc = 0.0;
-            let mut n = 0;
-            for &i in &order {
-                acc += probs[i as usize] as f64;
-                n += 1;
-                if acc >= params.top_p * total {
-                    break;
-                }
-            }
-            order.truncate(n.max(1));
-        }
-        let mut masked = vec![0f32; probs.len()];
-        for &i in &order {
-            masked[i as usize] = probs[i as usize];
-        }
-        probs = masked;
-    }
-    let total: f64 = probs.iter().map(|&p| p as f64).sum();
-    let mut u = rng.gen::<f64>() * total;
-    let mut chosen = 0;
-    for (i, &p) in probs.iter().enumerate() {
-        if p > 0.0 {
-            chosen = i;
-            u -= p as f64;
-            if u < 0.0 {
-                break;
-            }
-        }
-    }
-    let logprob = ((probs[chosen] as f64) / total).ln() as f32;
-    (chosen as u32, logprob)
+    sample_row(logits, &params.sampler(), params.draw(rng))
 }
 
-fn argmax(xs: &[f32]) -> (usize, f32) {
-    let mut best = (0, f32::NEG_INFINITY);
-    for (i, &x) in xs.iter().enumerate() {
-        if x > best.1 {
-            best = (i, x);
+/// A host backend's `Backend::sample`: row `at[i].1` of the host logits `at[i].0` (rows of `vocab`)
+/// with the draw `draws[i]`, rows in parallel.
+pub fn sample_on_host(vocab: usize, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
+    if at.len() != draws.len() {
+        bail!("{} rows to sample with {} draws", at.len(), draws.len());
+    }
+    for (logits, row) in at {
+        if logits.len() < (row + 1) * vocab || logits.len() % vocab.max(1) != 0 {
+            bail!("backend returned {} logits, read as row {row} of rows of {vocab}", logits.len());
         }
     }
-    best
-}
-
-/// log softmax(logits * inv_t)[at], computed stably in f64.
-pub fn log_softmax_at(logits: &[f32], inv_t: f64, at: usize) -> f32 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let lse: f64 = logits.iter().map(|&l| ((l as f64 - max) * inv_t).exp()).sum::<f64>().ln();
-    ((logits[at] as f64 - max) * inv_t - lse) as f32
+    let p = params.sampler();
+    Ok(at.par_iter().zip(draws.par_iter()).map(|((logits, row), &u)| sample_row(&logits[row * vocab..(row + 1) * vocab], &p, u)).collect())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 
 use anyhow::Result;
+use cppo_engine::sampling::sample_on_host;
 use cppo_engine::{generate, Backend, EngineOptions, Finish, Request, SamplingParams};
 
 const VOCAB: usize = 16;
@@ -35,6 +36,7 @@ fn logits_for(history: &[u32], eos_after: usize) -> Vec<f32> {
 
 impl Backend for Fake {
     type Cache = Vec<Vec<u32>>;
+    type Logits = Vec<f32>;
     fn vocab_size(&self) -> usize {
         VOCAB
     }
@@ -65,6 +67,10 @@ impl Backend for Fake {
             out.extend(logits_for(&cache[r], self.eos_after));
         }
         Ok(out)
+    }
+
+    fn sample(&self, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
+        sample_on_host(self.vocab_size(), at, draws, params)
     }
 }
 

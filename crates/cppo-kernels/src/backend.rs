@@ -12,7 +12,9 @@ use std::ops::Range;
 use crate::attention::Attention;
 use crate::logprob::Gather;
 use crate::rope::RopeTable;
+use crate::sample::SampleParams;
 use crate::{Float, Precision};
+use num_traits::ToPrimitive;
 
 /// One weight of a projection and where its product goes: `y (+)= x @ w^T (+ bias)`. The weight's
 /// borrow (`'w`) and the output's (`'y`) are separate: weights are read for a whole pass, outputs
@@ -328,6 +330,15 @@ pub trait Backend: Send + Sync {
     fn sum_squares(&self, x: Self::View<'_>) -> f64;
     /// `dst += src`.
     fn add_into(&self, dst: Self::ViewMut<'_>, src: Self::View<'_>);
+    // Sampling.
+    /// One token and its log-prob for each row of `logits (draws.len() x vocab)`, row `r` drawing with
+    /// `draws[r]` (`sample::sample_row`). The default downloads the logits and samples on the host; a
+    /// device backend samples where the logits are and brings back two numbers a row.
+    fn sample_rows(&self, logits: Self::View<'_>, vocab: usize, draws: &[f64], p: &SampleParams) -> Vec<(u32, f32)> {
+        let host: Vec<f32> = self.download(logits).into_iter().map(|x| x.to_f32().unwrap_or(f32::NAN)).collect();
+        crate::sample::sample_rows(&host, vocab, draws, p)
+    }
+
     /// `s * x` as a new buffer (a LoRA adapter's scaling, on its rank-wide activations). The default
     /// goes through the host, which is free for host backends; a device backend may override it.
     fn scaled(&self, x: Self::View<'_>, s: f64) -> Self::Buf {

@@ -21,6 +21,7 @@ pub mod logprob;
 pub mod reference;
 pub mod rms_norm;
 pub mod rope;
+pub mod sample;
 pub mod simd;
 pub mod skinny;
 pub mod swiglu;

@@ -25,6 +25,7 @@ use cppo_kernels::attention::Attention;
 use cppo_kernels::backend::{AdamWStep, Backend, CacheLayout, CachedQuery, Product, Scored};
 use cppo_kernels::logprob::Gather;
 use cppo_kernels::rope::RopeTable;
+use cppo_kernels::sample::SampleParams;
 use cppo_kernels::Precision;
 
 pub use device::DeviceSide;
@@ -412,6 +413,25 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
             let (dg, du) = (c.alloc(DType::F32, n)?, c.alloc(DType::F32, n)?);
             ops::swiglu::backward(&mut *c.d, &c.t, gate.buf, up.buf, dy.buf, dg.buf, du.buf, n)?;
             Ok((dg, du))
+        })
+    }
+
+    fn sample_rows(&self, logits: View<'_>, vocab: usize, draws: &[f64], p: &SampleParams) -> Vec<(u32, f32)> {
+        self.run("sample_rows", |c| {
+            let rows = draws.len();
+            if logits.buf.len != rows * vocab {
+                return Err(Error::shape("sample_rows", format!("{} logits for {rows} rows of {vocab}", logits.buf.len)));
+            }
+            if rows == 0 {
+                return Ok(Vec::new());
+            }
+            let probs = c.alloc(DType::F32, rows * vocab)?;
+            let u = c.upload_f64(draws)?;
+            let (token, logprob) = (c.alloc(DType::I32, rows)?, c.alloc(DType::F32, rows)?);
+            ops::sample::sample(&mut *c.d, &c.t, logits.buf, probs.buf, u.buf, token.buf, logprob.buf, rows, vocab, p)?;
+            let tokens = c.d.read(token.buf)?;
+            let logprobs = c.download_f32(logprob.buf)?;
+            Ok(tokens.chunks_exact(4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u32).zip(logprobs).collect())
         })
     }
 

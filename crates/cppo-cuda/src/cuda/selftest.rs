@@ -59,7 +59,7 @@ pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>) -> Result<Repo
                 });
                 match gen_bench::run(&backend, &dec, &GEN_SHAPES, report.seed, GEN_BUDGET_S) {
                     Ok(runs) => report.notes.extend(runs.into_iter().map(|r| match r {
-                        Ok(r) => format!("{r} (bf16 weights on the device, sampled on the host)"),
+                        Ok(r) => format!("{r} (bf16 weights, KV cache and sampling on the device)"),
                         Err(e) => format!("cppo generate: {e}"),
                     })),
                     Err(e) => report.notes.push(format!("cppo generate on {}: failed: {e:#}", config.display())),

@@ -7,15 +7,7 @@ use crate::error::{Error, Result};
 use crate::geometry::Tune;
 use crate::launch::{launch, Arg, Launcher};
 
-/// cppo-engine's `SamplingParams`, less what the device does not see (lengths, stop strings).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Params {
-    /// 0 means greedy.
-    pub temperature: f64,
-    pub top_p: f64,
-    /// 0 disables.
-    pub top_k: usize,
-}
+pub use cppo_kernels::sample::SampleParams as Params;
 
 /// `token[r]` and `logprob[r]` for each of `rows` rows of `logits (rows x vocab)`, row `r` drawing
 /// with `u[r]` (f64 in [0, 1): the row's RNG's next `gen::<f64>()`; unused when greedy). `probs` is

@@ -1,5 +1,5 @@
 //! The generation engine on the CUDA backend under the emulation (`cppo_engine::DeviceDecoderBackend`:
-//! weights, KV cache and every layer's op on the backend, logits downloaded and sampled on the host)
+//! weights, KV cache, every layer's op and the sampling kernel on the backend)
 //! against the engine on the CPU decoder: the same tokens and finish reasons, greedily and with seeded
 //! temperature / top-p / top-k sampling, several prompts of different lengths with several samples each
 //! (one prefill, copied rows), fewer rows than samples (slots refilled), and log-probs within f32

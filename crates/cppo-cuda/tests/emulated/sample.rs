@@ -1,73 +1,13 @@
-//! Against cppo-engine's `sample` (sampling.rs), transcribed below, given the same uniform draw:
-//! the same token and log-prob, ties in top-k and top-p broken the same way.
+//! Against the host sampler (`cppo_kernels::sample::sample_row`, which the engine uses), given the
+//! same uniform draw: the same token and log-prob, ties in top-k and top-p broken the same way.
 
-use cppo_cuda::ops::sample::{sample, Params};
+use cppo_cuda::ops::sample::sample;
+use cppo_kernels::sample::{sample_row as cpu_sample, SampleParams as Params};
 use cppo_cuda::DType::{F32, I32};
 use rand::Rng;
 
 use crate::check::{rng, tunes};
 use crate::emu::Emu;
-
-/// cppo-engine sampling.rs `sample`, with `rng.gen::<f64>()` replaced by `draw`.
-fn cpu_sample(logits: &[f32], p: &Params, draw: f64) -> (u32, f32) {
-    if p.temperature <= 0.0 {
-        let mut best = (0, f32::NEG_INFINITY);
-        for (i, &x) in logits.iter().enumerate() {
-            if x > best.1 {
-                best = (i, x);
-            }
-        }
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        let lse: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
-        return (best.0 as u32, ((logits[best.0] as f64 - max) - lse) as f32);
-    }
-    let inv_t = (1.0 / p.temperature) as f32;
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut probs: Vec<f32> = logits.iter().map(|&l| ((l - max) * inv_t).exp()).collect();
-    let restricted = p.top_k > 0 && p.top_k < logits.len() || p.top_p < 1.0;
-    if restricted {
-        let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-        let by_prob_desc = |a: &u32, b: &u32| probs[*b as usize].total_cmp(&probs[*a as usize]).then(a.cmp(b));
-        let mut keep = logits.len();
-        if p.top_k > 0 && p.top_k < keep {
-            order.select_nth_unstable_by(p.top_k - 1, by_prob_desc);
-            keep = p.top_k;
-        }
-        order.truncate(keep);
-        order.sort_unstable_by(by_prob_desc);
-        if p.top_p < 1.0 {
-            let total: f64 = order.iter().map(|&i| probs[i as usize] as f64).sum();
-            let mut acc = 0.0;
-            let mut n = 0;
-            for &i in &order {
-                acc += probs[i as usize] as f64;
-                n += 1;
-                if acc >= p.top_p * total {
-                    break;
-                }
-            }
-            order.truncate(n.max(1));
-        }
-        let mut masked = vec![0f32; probs.len()];
-        for &i in &order {
-            masked[i as usize] = probs[i as usize];
-        }
-        probs = masked;
-    }
-    let total: f64 = probs.iter().map(|&p| p as f64).sum();
-    let mut u = draw * total;
-    let mut chosen = 0;
-    for (i, &p) in probs.iter().enumerate() {
-        if p > 0.0 {
-            chosen = i;
-            u -= p as f64;
-            if u < 0.0 {
-                break;
-            }
-        }
-    }
-    (chosen as u32, ((probs[chosen] as f64) / total).ln() as f32)
-}
 
 #[test]
 fn draws_the_cpu_samplers_token_for_the_same_uniform() {

@@ -1,6 +1,7 @@
 //! The generation path on a backend the caller brings: a prefill and a decode step over the weights
 //! uploaded to it (`BackendWeights`) and a key/value cache in its memory (`DeviceCache`), running the
-//! same layer code as the host path (`infer.rs`) and returning only the logits to the host. A device
+//! same layer code as the host path (`infer.rs`) and leaving the logits in the backend's memory (the
+//! engine samples them there). A device
 //! crate (cppo-cuda) drives the engine through it without cppo-model depending on that crate.
 //!
 //! Rollouts may read a bf16 copy of the matrix weights made on the backend itself
@@ -61,15 +62,15 @@ impl Decoder {
     }
 
     /// `prefill_logits_with` on `b`: appends `tokens` to `row` of `cache` and returns the logits
-    /// `(vocab)` after the last of them; matrices from `half` where given.
-    pub fn prefill_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], cache: &mut DeviceCache<B>, row: usize) -> Result<Vec<f32>> {
+    /// `(vocab)` after the last of them, in `b`'s memory; matrices from `half` where given.
+    pub fn prefill_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], cache: &mut DeviceCache<B>, row: usize) -> Result<B::Buf> {
         let plan = Plan::prefill(tokens, &cache.shape, row)?;
         self.run_on(b, w, half, tokens, &plan, cache, true)
     }
 
     /// `decode_step_logits_with` on `b`: appends `tokens[i]` to `rows[i]` and returns the next-token
-    /// logits `(rows.len(), vocab)` in the order of `rows`.
-    pub fn decode_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], rows: &[usize], cache: &mut DeviceCache<B>) -> Result<Vec<f32>> {
+    /// logits `(rows.len(), vocab)` in the order of `rows`, in `b`'s memory.
+    pub fn decode_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], rows: &[usize], cache: &mut DeviceCache<B>) -> Result<B::Buf> {
         let plan = Plan::decode(tokens, rows, &cache.shape)?;
         self.run_on(b, w, half, tokens, &plan, cache, false)
     }
@@ -82,7 +83,7 @@ impl Decoder {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn run_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], plan: &Plan, cache: &mut DeviceCache<B>, last_only: bool) -> Result<Vec<f32>> {
+    fn run_on<B: Backend<T = f32>>(&self, b: &B, w: &BackendWeights<B>, half: Option<&DeviceHalves<B>>, tokens: &[u32], plan: &Plan, cache: &mut DeviceCache<B>, last_only: bool) -> Result<B::Buf> {
         self.check_f32()?;
         plan.check(self, tokens, &cache.shape)?;
         self.check_weights(w)?;
@@ -99,12 +100,11 @@ impl Decoder {
         let logits = {
             let mut views = CacheViews::<'_, B> { k: cache.k.iter_mut().map(|x| b.view_mut(x)).collect(), v: cache.v.iter_mut().map(|x| b.view_mut(x)).collect(), layout };
             let hidden = infer::run(&m, halves.as_deref(), tokens, &step, &mut views);
-            let logits = if last_only {
+            if last_only {
                 infer::head_logits(&m, halves.as_deref(), b.slice(b.view(&hidden), (n - 1) * h..n * h), 1)
             } else {
                 infer::head_logits(&m, halves.as_deref(), b.view(&hidden), n)
-            };
-            b.download(b.view(&logits))
+            }
         };
         plan.commit(&mut cache.shape);
         Ok(logits)

@@ -1,0 +1,105 @@
+//! Turning one row of logits into a token, given the row's uniform draw: temperature, top-k, top-p,
+//! greedy; and the log-prob of the chosen token under the distribution it was drawn from. This is the
+//! host reference of the device's `sample_rows` kernel (cppo-cuda `kernels/sample.cu`), and the
+//! sampler of every host backend; the engine draws `u` from each sample's own seeded RNG, so where the
+//! logits live does not change which token a seed gives.
+
+use rayon::prelude::*;
+
+/// What the sampler sees of the engine's sampling parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleParams {
+    /// 0 means greedy.
+    pub temperature: f64,
+    /// Nucleus sampling: keep the shortest prefix (by probability) whose mass reaches `top_p` (1 disables).
+    pub top_p: f64,
+    /// Keep the `top_k` most likely tokens (0 disables).
+    pub top_k: usize,
+}
+
+impl SampleParams {
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0
+    }
+}
+
+/// The token drawn from `logits` with the uniform draw `u` in [0, 1) (unused when greedy) and its
+/// log-prob: under softmax(logits / T) restricted and renormalised to the top-k / top-p set; for
+/// greedy decoding, the first index of the largest logit under softmax(logits).
+pub fn sample_row(logits: &[f32], p: &SampleParams, u: f64) -> (u32, f32) {
+    if p.is_greedy() {
+        let (best, _) = argmax(logits);
+        return (best as u32, log_softmax_at(logits, 1.0, best));
+    }
+    let inv_t = (1.0 / p.temperature) as f32;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // Unnormalised probabilities; everything below is relative to the max logit, so it cannot overflow.
+    let mut probs: Vec<f32> = logits.iter().map(|&l| ((l - max) * inv_t).exp()).collect();
+    let restricted = p.top_k > 0 && p.top_k < logits.len() || p.top_p < 1.0;
+    if restricted {
+        let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+        let by_prob_desc = |a: &u32, b: &u32| probs[*b as usize].total_cmp(&probs[*a as usize]).then(a.cmp(b));
+        let mut keep = logits.len();
+        if p.top_k > 0 && p.top_k < keep {
+            order.select_nth_unstable_by(p.top_k - 1, by_prob_desc);
+            keep = p.top_k;
+        }
+        order.truncate(keep);
+        order.sort_unstable_by(by_prob_desc);
+        if p.top_p < 1.0 {
+            let total: f64 = order.iter().map(|&i| probs[i as usize] as f64).sum();
+            let mut acc = 0.0;
+            let mut n = 0;
+            for &i in &order {
+                acc += probs[i as usize] as f64;
+                n += 1;
+                if acc >= p.top_p * total {
+                    break;
+                }
+            }
+            order.truncate(n.max(1));
+        }
+        let mut masked = vec![0f32; probs.len()];
+        for &i in &order {
+            masked[i as usize] = probs[i as usize];
+        }
+        probs = masked;
+    }
+    let total: f64 = probs.iter().map(|&p| p as f64).sum();
+    let mut left = u * total;
+    let mut chosen = 0;
+    for (i, &p) in probs.iter().enumerate() {
+        if p > 0.0 {
+            chosen = i;
+            left -= p as f64;
+            if left < 0.0 {
+                break;
+            }
+        }
+    }
+    let logprob = ((probs[chosen] as f64) / total).ln() as f32;
+    (chosen as u32, logprob)
+}
+
+/// `sample_row` over every row of `logits (draws.len() x vocab)`, rows in parallel.
+pub fn sample_rows(logits: &[f32], vocab: usize, draws: &[f64], p: &SampleParams) -> Vec<(u32, f32)> {
+    assert_eq!(logits.len(), draws.len() * vocab, "sample_rows: {} logits for {} rows of {vocab}", logits.len(), draws.len());
+    logits.par_chunks(vocab.max(1)).zip(draws.par_iter()).map(|(row, &u)| sample_row(row, p, u)).collect()
+}
+
+fn argmax(xs: &[f32]) -> (usize, f32) {
+    let mut best = (0, f32::NEG_INFINITY);
+    for (i, &x) in xs.iter().enumerate() {
+        if x > best.1 {
+            best = (i, x);
+        }
+    }
+    best
+}
+
+/// log softmax(logits * inv_t)[at], computed stably in f64.
+pub fn log_softmax_at(logits: &[f32], inv_t: f64, at: usize) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let lse: f64 = logits.iter().map(|&l| ((l as f64 - max) * inv_t).exp()).sum::<f64>().ln();
+    ((logits[at] as f64 - max) * inv_t - lse) as f32
+}
