@@ -8,10 +8,12 @@ template <typename TI, typename TO> __device__ void cast(const TI* x, TO* y, lon
 extern "C" __global__ void cast_f32_bf16(const float* x, bf16* y, long long n) { cast(x, y, n); }
 extern "C" __global__ void cast_bf16_f32(const bf16* x, float* y, long long n) { cast(x, y, n); }
 
-extern "C" __global__ void fill_f32(float* x, float v, long long n) {
+template <typename T> __device__ void fill(T* x, float v, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        x[i] = v;
+        store(x, i, v);
 }
+extern "C" __global__ void fill_f32(float* x, float v, long long n) { fill(x, v, n); }
+extern "C" __global__ void fill_bf16(bf16* x, float v, long long n) { fill(x, v, n); }
 
 // y += x
 template <typename T> __device__ void add_into(float* y, const T* x, long long n) {

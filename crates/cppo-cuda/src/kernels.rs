@@ -35,6 +35,7 @@ sources! {
         cast_f32_bf16: "ppl",
         cast_bf16_f32: "ppl",
         fill_f32: "pfl",
+        fill_bf16: "pfl",
         add_f32_f32: "ppl",
         add_f32_bf16: "ppl",
         add_bias_f32: "ppii",

@@ -22,7 +22,8 @@ pub struct DeviceDecoderBackend<'a, B: Kernels<T = f32>> {
 impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
     /// Generation from the decoder's current weights, uploaded to `b` now (later updates are not
     /// seen). `Bf16` (and `Auto`: every device backend multiplies bf16 natively) reads a bf16 copy of
-    /// the matrices made on the device; `F32` reads the f32 weights.
+    /// the matrices made on the device and keeps a bf16 KV cache where the backend can; `F32` reads
+    /// the f32 weights and keeps an f32 cache.
     pub fn new(decoder: &'a Decoder, b: &'a B, precision: Precision) -> Result<Self> {
         let weights = decoder.upload_weights(b)?;
         Self::with_weights(decoder, b, weights, precision)
@@ -52,7 +53,12 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
     }
 
     fn new_cache(&self, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
-        Ok(self.decoder.new_device_cache(self.b, rows, max_len)?)
+        // Generation from bf16 weights keeps its keys and values in bf16 too, where the backend can,
+        // as inference engines do; from f32 weights, in f32.
+        Ok(match self.half {
+            Some(_) => self.decoder.new_device_cache_bf16(self.b, rows, max_len)?,
+            None => self.decoder.new_device_cache(self.b, rows, max_len)?,
+        })
     }
 
     fn prefill(&self, cache: &mut DeviceCache<B>, row: usize, tokens: &[u32]) -> Result<B::Buf> {

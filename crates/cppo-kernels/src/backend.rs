@@ -316,6 +316,14 @@ pub trait Backend: Send + Sync {
         out: Self::ViewMut<'_>,
     );
 
+    /// A zeroed key/value cache buffer of `n` elements in bf16, where this backend keeps rollout caches
+    /// in bf16 (half the memory, and half the bytes each decode step's attention reads, as inference
+    /// engines keep theirs; `cache_write` rounds to nearest even); `None`, the default, where its
+    /// caches are in `T` only.
+    fn bf16_cache_zeros(&self, _n: usize) -> Option<Self::Buf> {
+        None
+    }
+
     // Optimizer.
     /// One AdamW step in place: `w`, its moments `m`, `v`, from the gradient `g` (times `s.grad_scale`).
     fn adamw(

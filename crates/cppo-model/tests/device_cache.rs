@@ -101,3 +101,15 @@ fn the_same_misuse_gives_the_same_error_on_both_caches() {
     let ow = other.upload_weights(&b).unwrap();
     assert!(err(dec.decode_on(&b, &ow, None, &[1], &[0], &mut d)).contains("backend weights for a model of"));
 }
+
+/// A backend that keeps caches only in its `T` (the CPU's) gives an f32 cache when a bf16 one is asked for.
+#[test]
+fn a_bf16_cache_falls_back_to_the_backends_own_type() {
+    let b = Cpu::<f32>::new();
+    let (_, cfg) = families().remove(0);
+    let dec = decoder(&cfg, 4, DType::F32);
+    let (half, full) = (dec.new_device_cache_bf16(&b, 2, 8).unwrap(), dec.new_device_cache(&b, 2, 8).unwrap());
+    assert!(!half.is_bf16() && !full.is_bf16());
+    assert_eq!(half.bytes(), full.bytes());
+    assert_eq!(full.bytes(), 2 * cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * 8 * cfg.head_dim * 4);
+}

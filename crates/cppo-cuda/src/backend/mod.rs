@@ -506,6 +506,16 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
         })
     }
 
+    fn bf16_cache_zeros(&self, n: usize) -> Option<Self::Buf> {
+        Some(self.run("bf16_cache_zeros", |c| {
+            let b = c.alloc(DType::Bf16, n)?;
+            if n > 0 {
+                ops::elementwise::fill(&mut *c.d, &c.t, b.buf, 0.0, n)?;
+            }
+            Ok(b)
+        }))
+    }
+
     fn adamw(&self, w: ViewMut<'_>, g: View<'_>, m: ViewMut<'_>, v: ViewMut<'_>, s: &AdamWStep) {
         self.run("adamw", |c| {
             for b in [m.buf, v.buf, g.buf] {

@@ -17,8 +17,8 @@ pub fn cast(l: &mut dyn Launcher, t: &Tune, x: Buf, y: Buf, n: usize) -> Result<
 }
 
 pub fn fill(l: &mut dyn Launcher, t: &Tune, x: Buf, value: f32, n: usize) -> Result<()> {
-    x.need("fill", "x", F32, n)?;
-    launch(l, "fill_f32", t.flat(n), &[x.into(), Arg::F32(value), Arg::I64(n as i64)])
+    x.need("fill", "x", FLOAT, n)?;
+    launch(l, &name("fill", &[x]), t.flat(n), &[x.into(), Arg::F32(value), Arg::I64(n as i64)])
 }
 
 /// `y += x` (y f32).

@@ -68,5 +68,11 @@ fn fill_add_and_bias_cover_every_element_once() {
         let f = emu.alloc(F32, n);
         elementwise::fill(&mut emu, &t, f, 0.25, n).unwrap();
         assert!(emu.read::<f32>(f).iter().all(|&v| v == 0.25));
+        // bf16 (a rollout KV cache is made so): 0.25 and 0 are exact in bf16.
+        let h = emu.alloc(Bf16, n);
+        elementwise::fill(&mut emu, &t, h, 0.25, n).unwrap();
+        assert!(read_f32(&emu, h).iter().all(|&v| v == 0.25));
+        elementwise::fill(&mut emu, &t, h, 0.0, n).unwrap();
+        assert!(emu.read_bytes(h).iter().all(|&v| v == 0));
     }
 }

@@ -99,3 +99,32 @@ fn the_generation_bench_runs_every_row_to_its_length_and_skips_what_the_budget_l
     let none = run(&b, &dec, &shapes, 5, 0.0).unwrap();
     assert!(none.iter().all(|r| r.as_ref().is_err_and(|e| e.contains("skipped"))), "{none:?}");
 }
+
+/// Rollouts from bf16 weights keep their keys and values in bf16 on the device: half the bytes, and
+/// logits (prefill, then decode steps of copied rows) that differ from an f32 cache's by the rounding
+/// of keys and values to bf16: not at all would mean the f32 path ran, a lot a wrong entry.
+#[test]
+fn rollouts_keep_a_bf16_kv_cache_that_reads_what_was_written_rounded() {
+    use cppo_kernels::backend::Backend as _;
+    let b = CudaBackend::new(EmuSide::new());
+    let dec = decoder(&config(Architecture::Qwen2, false), 5);
+    let w = dec.upload_weights(&b).unwrap();
+    let (mut c16, mut c32) = (dec.new_device_cache_bf16(&b, 3, 10).unwrap(), dec.new_device_cache(&b, 3, 10).unwrap());
+    assert!(c16.is_bf16() && !c32.is_bf16());
+    assert_eq!(2 * c16.bytes(), c32.bytes());
+    let prompt = [5u32, 9, 13, 40, 22];
+    let mut pairs = vec![(dec.prefill_on(&b, &w, None, &prompt, &mut c16, 0).unwrap(), dec.prefill_on(&b, &w, None, &prompt, &mut c32, 0).unwrap())];
+    dec.copy_row_on(&b, &mut c16, 0, &[2]).unwrap();
+    dec.copy_row_on(&b, &mut c32, 0, &[2]).unwrap();
+    for step in 0..3u32 {
+        let (toks, rows) = ([7 + step, 30 - step], [2, 0]);
+        pairs.push((dec.decode_on(&b, &w, None, &toks, &rows, &mut c16).unwrap(), dec.decode_on(&b, &w, None, &toks, &rows, &mut c32).unwrap()));
+    }
+    assert_eq!(c16.lens(), c32.lens());
+    for (i, (h, f)) in pairs.iter().enumerate() {
+        let (h, f) = (b.download(b.view(h)), b.download(b.view(f)));
+        let scale = f.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let diff = h.iter().zip(&f).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(diff > 0.0 && diff <= 2e-2 * scale, "call {i}: |bf16 cache - f32 cache| = {diff} of logits up to {scale}");
+    }
+}

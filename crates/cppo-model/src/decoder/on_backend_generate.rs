@@ -31,9 +31,15 @@ impl<B: Backend> DeviceHalves<B> {
 }
 
 impl Decoder {
-    /// An empty cache in `b`'s memory for this model (`rows` rows of up to `max_len` positions).
+    /// An empty cache in `b`'s memory for this model (`rows` rows of up to `max_len` positions), in
+    /// `b`'s `T`.
     pub fn new_device_cache<B: Backend>(&self, b: &B, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
         DeviceCache::new(b, self.config(), rows, max_len)
+    }
+
+    /// As `new_device_cache`, in bf16 where `b` keeps caches so (rollouts from bf16 weights).
+    pub fn new_device_cache_bf16<B: Backend>(&self, b: &B, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
+        DeviceCache::new_bf16(b, self.config(), rows, max_len)
     }
 
     /// The bf16 copies of `w`'s matrices (those `rollout_weights` snapshots on the host), made by `b`.
