@@ -1,8 +1,8 @@
 //! Rollouts and the update on a device backend: the policy's weights, its AdamW moments and its
 //! gradients live in the backend's buffers (f32 master weights; the products at the decoder's
 //! precision), the reference's weights too when beta > 0. The step calls `DeviceState::generate` and
-//! `DeviceState::update` instead of the CPU paths; after each update the trained weights are copied
-//! back into the decoder's host variables, which evaluation and checkpoints read as on the CPU.
+//! `DeviceState::update` instead of the CPU paths. The trained weights are copied back into the
+//! decoder's host variables only when evaluation or a save reads them (`Trainer::sync_host_weights`).
 
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};

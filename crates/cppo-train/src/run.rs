@@ -136,7 +136,8 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
         if last_save_step != Some(trainer.step) {
             trainer.save_checkpoint()?;
         }
-        trainer.save_model(&trainer.final_model_dir())?;
+        let dir = trainer.final_model_dir();
+        trainer.save_model(&dir)?;
     }
     Ok(TrainSummary {
         output_dir: trainer.out.clone(),

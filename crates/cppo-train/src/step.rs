@@ -95,8 +95,8 @@ impl Trainer {
         let update = match &mut self.device {
             Some(device) => {
                 let out = device.update(&self.policy, self.reference.as_ref(), &self.cfg.loss, &batch, &lr)?;
-                // The next rollouts and evaluations read the host copy.
-                device.download_weights(&self.vars)?;
+                // The next rollouts read the device's weights; the host copy waits until it is read.
+                self.host_stale = true;
                 out
             }
             None => {

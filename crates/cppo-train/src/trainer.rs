@@ -65,6 +65,9 @@ fn remove_event_files(dir: &Path) -> Result<()> {
 
 pub struct Trainer {
     pub cfg: TrainConfig,
+    /// The policy on the host. With an update on a device, the trained weights are on the device and
+    /// this copy is refreshed only when something on the host reads it (evaluation, a save, or
+    /// `sync_host_weights`), not after every step.
     pub policy: Decoder,
     pub reference: Option<Decoder>,
     pub tokenizer: ChatTokenizer,
@@ -86,6 +89,8 @@ pub struct Trainer {
     pub(crate) tensorboard: Option<EventWriter>,
     /// Where the update runs when not on the CPU (`with_update_backend`).
     pub(crate) device: Option<Box<dyn DeviceState>>,
+    /// The device's weights changed since `policy` last copied them.
+    pub(crate) host_stale: bool,
 }
 
 /// TensorBoard's folder inside the output folder.
@@ -248,15 +253,28 @@ impl Trainer {
             metrics,
             evals,
             device: None,
+            host_stale: false,
         })
     }
 
     /// Runs the update (policy, reference and old-policy passes, backward, AdamW) on `b` from now on:
     /// the policy, the reference and the optimizer's moments (fresh or resumed) are uploaded to it.
-    /// Rollouts, evaluation and checkpoints keep reading the host copy, which every update refreshes.
+    /// Rollouts read the device's weights; evaluation and checkpoints read the host copy, refreshed
+    /// when they need it (`sync_host_weights`).
     pub fn with_update_backend<B: Backend<T = f32> + 'static>(mut self, b: B) -> Result<Self> {
         self.device = Some(Box::new(OnDevice::new(b, &self.policy, self.reference.as_ref(), &self.optimizer)?));
         Ok(self)
+    }
+
+    /// Copies the device's trained weights into `policy` if they changed since the last copy (a no-op
+    /// when the update runs on the CPU): a 1.5B model is 6 GB of f32 to bring back, so it is done when
+    /// the host reads the policy, not after every step.
+    pub fn sync_host_weights(&mut self) -> Result<()> {
+        if let (true, Some(d)) = (self.host_stale, &self.device) {
+            d.download_weights(&self.vars)?;
+        }
+        self.host_stale = false;
+        Ok(())
     }
 
     /// The backend the update runs on: `cpu`, or the device backend's name.
@@ -284,6 +302,7 @@ impl Trainer {
         if self.eval_problems.is_empty() {
             return Ok(None);
         }
+        self.sync_host_weights()?;
         let (summary, records) = evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.eval_problems, &self.eval_settings(), self.step)?;
         self.evals.append(&summary)?;
         if let Some(tb) = &mut self.tensorboard {
@@ -304,6 +323,7 @@ impl Trainer {
     }
 
     pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
+        self.sync_host_weights()?;
         if let Some(d) = &self.device {
             d.download_moments(&mut self.optimizer)?;
         }
@@ -317,7 +337,7 @@ impl Trainer {
         checkpoint::save(
             &self.out,
             &state,
-            |dir| self.save_model(dir),
+            |dir| self.write_model(dir),
             |path| self.optimizer.save(path),
             self.cfg.train.save_total_limit,
         )
@@ -325,7 +345,13 @@ impl Trainer {
 
     /// Writes the current policy as a Hugging Face directory (f32); with LoRA, its adapters in PEFT's
     /// format (`adapter_config.json`, `adapter_model.safetensors`).
-    pub fn save_model(&self, dir: &Path) -> Result<()> {
+    pub fn save_model(&mut self, dir: &Path) -> Result<()> {
+        self.sync_host_weights()?;
+        self.write_model(dir)
+    }
+
+    /// `save_model` once the host copy is current.
+    fn write_model(&self, dir: &Path) -> Result<()> {
         if let Some(lora) = &self.cfg.lora {
             let settings = crate::lora::peft_settings(lora, &self.cfg.model.path)?;
             cppo_io::peft::save_peft_adapter(dir, &settings, &self.policy.adapter_weights()?)?;

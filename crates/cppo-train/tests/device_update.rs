@@ -1,8 +1,8 @@
 //! The update on a device backend (`Trainer::with_update_backend`): here the reference backend (plain
 //! loops summing in f64) stands in for a device, so the whole device path (uploads, forward passes of
 //! the policy, the reference and the old policy on the backend, the backward from dL/dlogp, gradient
-//! accumulation, AdamW and clipping on the backend, weights copied back for the rollouts, moments
-//! copied back for checkpoints) runs here and is compared with the CPU update.
+//! accumulation, AdamW and clipping on the backend, weights copied back when the host reads them,
+//! moments copied back for checkpoints) runs here and is compared with the CPU update.
 
 mod common;
 
@@ -10,7 +10,8 @@ use common::device_runs::{self, assert_agree, Run};
 use cppo_kernels::reference::Reference;
 use cppo_train::metrics::StepMetrics;
 #[cfg(feature = "cuda")]
-use cppo_train::{metrics::JsonlLog, trainer::Trainer};
+use cppo_train::metrics::JsonlLog;
+use cppo_train::trainer::Trainer;
 
 /// The CPU update (no backend).
 const CPU: Option<&dyn Fn() -> Reference<f32>> = None;
@@ -39,6 +40,21 @@ fn the_update_on_a_backend_matches_the_cpu_update() {
     let init = run("dev-init", 0, true, &[], None);
     let moved = init.weights.iter().zip(&dev.weights).filter(|(a, b)| a != b).count();
     assert!(moved > dev.weights.len() / 2, "only {moved} of {} weights changed", dev.weights.len());
+}
+
+#[test]
+fn the_host_copy_is_refreshed_when_the_host_reads_it_not_after_every_step() {
+    let ov = device_runs::overrides(2, &[]);
+    let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
+    let mut t = Trainer::new(common::tiny_config("dev-lazy", &ov), false).unwrap().with_update_backend(on_reference()).unwrap();
+    let before = device_runs::host_weights(&t);
+    t.train_step(|_| {}).unwrap();
+    t.train_step(|_| {}).unwrap();
+    assert_eq!(device_runs::host_weights(&t), before, "the weights were copied back without being read");
+    t.sync_host_weights().unwrap();
+    let after = device_runs::host_weights(&t);
+    assert_ne!(after, before);
+    assert_eq!(after, run("dev-lazy-run", 2, true, &[], None).weights, "the copy is the trained weights");
 }
 
 #[test]
@@ -86,9 +102,6 @@ fn cuda_trains_on_a_gpu_or_says_plainly_that_there_is_none() {
     }
     let dev_metrics: Vec<StepMetrics> = JsonlLog::read(&cfg.output_dir.join("metrics.jsonl")).unwrap();
     let cpu = run("dev-cuda-cpu", 2, false, &[], None);
-    let w = t.policy.to_weights().unwrap();
-    let mut names: Vec<&String> = w.tensors.keys().collect();
-    names.sort();
-    let weights = names.iter().flat_map(|n| w.tensors[*n].flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect();
-    assert_agree(&cpu, &Run { metrics: dev_metrics, weights }, "cuda");
+    t.sync_host_weights().unwrap();
+    assert_agree(&cpu, &Run { metrics: dev_metrics, weights: device_runs::host_weights(&t) }, "cuda");
 }

@@ -53,11 +53,8 @@ pub fn run<B: Backend<T = f32> + 'static>(name: &str, steps: u64, backend: Optio
         }
     }
     let metrics: Vec<StepMetrics> = if steps == 0 { vec![] } else { JsonlLog::read(&out.join("metrics.jsonl")).unwrap() };
-    let w = t.policy.to_weights().unwrap();
-    let mut names: Vec<&String> = w.tensors.keys().collect();
-    names.sort();
-    let weights = names.iter().flat_map(|n| w.tensors[*n].flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect();
-    Run { metrics, weights }
+    t.sync_host_weights().unwrap();
+    Run { metrics, weights: host_weights(&t) }
 }
 
 pub fn close(a: f64, b: f64, rel: f64) -> bool {
@@ -83,3 +80,10 @@ pub fn assert_agree(cpu: &Run, dev: &Run, what: &str) {
     assert!(worst <= 1e-4, "{what}: weights differ by up to {worst}");
 }
 
+/// The policy's host copy, every tensor flattened in name order.
+pub fn host_weights(t: &Trainer) -> Vec<f32> {
+    let w = t.policy.to_weights().unwrap();
+    let mut names: Vec<&String> = w.tensors.keys().collect();
+    names.sort();
+    names.iter().flat_map(|n| w.tensors[*n].flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
+}
