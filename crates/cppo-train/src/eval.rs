@@ -14,7 +14,7 @@ use cppo_reward::{AccuracyReward, Reward};
 use serde::{Deserialize, Serialize};
 
 use crate::prompt::Prompter;
-use crate::rollout::{generate_groups, GenerateOptions, RolloutRequest};
+use crate::rollout::{generate_groups, GenerateOptions, Rollout, RolloutRequest};
 
 #[derive(Clone, Debug)]
 pub struct EvalSettings {
@@ -58,8 +58,24 @@ pub struct EvalRecord {
     pub generations: Vec<EvalGeneration>,
 }
 
+/// What evaluation generates with: the policy on the CPU (`generate_groups`), or on a device.
+pub type Generator<'a> = dyn FnMut(&RolloutRequest, &SamplingParams, GenerateOptions) -> Result<Vec<Rollout>> + 'a;
+
 pub fn evaluate(
     policy: &Decoder,
+    tokenizer: &ChatTokenizer,
+    prompter: &Prompter,
+    problems: &[Problem],
+    settings: &EvalSettings,
+    step: u64,
+) -> Result<(EvalSummary, Vec<EvalRecord>)> {
+    let mut on_cpu = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(generate_groups(policy, tokenizer, req, params, opts, |_| {})?.0);
+    evaluate_with(&mut on_cpu, tokenizer, prompter, problems, settings, step)
+}
+
+/// `evaluate` with the generation the caller brings (the trainer's device, when it has one).
+pub fn evaluate_with(
+    generate: &mut Generator<'_>,
     tokenizer: &ChatTokenizer,
     prompter: &Prompter,
     problems: &[Problem],
@@ -76,7 +92,7 @@ pub fn evaluate(
         stop: settings.stop.clone(),
     };
     let req = RolloutRequest { problems, prompts, group_size: settings.samples };
-    let (groups, _) = generate_groups(policy, tokenizer, &req, &params, GenerateOptions::new(settings.max_batch, settings.seed, Precision::F32), |_| {})?;
+    let groups = generate(&req, &params, GenerateOptions::new(settings.max_batch, settings.seed, Precision::F32))?;
     let grader = AccuracyReward;
     let mut records = Vec::with_capacity(groups.len());
     let mut all_correct = Vec::new();

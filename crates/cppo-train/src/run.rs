@@ -66,7 +66,7 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
             update.name().to_string()
         };
         if trainer.update_backend() != "cpu" {
-            eprintln!("rollouts and update on {} (evaluation on the CPU)", trainer.update_backend());
+            eprintln!("rollouts, update and evaluation on {}", trainer.update_backend());
         }
         eprintln!(
             "kernels: {} on {}; update products {update}, rollout weights {}{}",

@@ -10,17 +10,18 @@ use cppo_core::Problem;
 use cppo_data::{PromptTemplate, Sampler};
 use cppo_io::{ChatTokenizer, ModelConfig};
 use cppo_kernels::backend::Backend;
+use cppo_engine::SamplingParams;
 use cppo_model::Decoder;
 
 use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
 use crate::device::{DeviceState, OnDevice};
-use crate::eval::{evaluate, EvalSettings, EvalSummary};
+use crate::eval::{evaluate, evaluate_with, EvalSettings, EvalSummary};
 use crate::fsutil::write_atomic;
 use crate::metrics::JsonlLog;
 use crate::optim::{AdamW, GradAccumulator};
 use crate::prompt::Prompter;
-use crate::rollout::RewardSet;
+use crate::rollout::{GenerateOptions, RewardSet, RolloutRequest};
 use crate::sources::{load_problems, parse_device, resolve_model_path};
 use crate::tensorboard::{scalars_of, EventWriter};
 
@@ -66,7 +67,7 @@ fn remove_event_files(dir: &Path) -> Result<()> {
 pub struct Trainer {
     pub cfg: TrainConfig,
     /// The policy on the host. With an update on a device, the trained weights are on the device and
-    /// this copy is refreshed only when something on the host reads it (evaluation, a save, or
+    /// this copy is refreshed only when something on the host reads it (a save, or
     /// `sync_host_weights`), not after every step.
     pub policy: Decoder,
     pub reference: Option<Decoder>,
@@ -259,7 +260,7 @@ impl Trainer {
 
     /// Runs the update (policy, reference and old-policy passes, backward, AdamW) on `b` from now on:
     /// the policy, the reference and the optimizer's moments (fresh or resumed) are uploaded to it.
-    /// Rollouts read the device's weights; evaluation and checkpoints read the host copy, refreshed
+    /// Rollouts and evaluation read the device's weights; checkpoints read the host copy, refreshed
     /// when they need it (`sync_host_weights`).
     pub fn with_update_backend<B: Backend<T = f32> + 'static>(mut self, b: B) -> Result<Self> {
         self.device = Some(Box::new(OnDevice::new(b, &self.policy, self.reference.as_ref(), &self.optimizer)?));
@@ -268,7 +269,7 @@ impl Trainer {
 
     /// Copies the device's trained weights into `policy` if they changed since the last copy (a no-op
     /// when the update runs on the CPU): a 1.5B model is 6 GB of f32 to bring back, so it is done when
-    /// the host reads the policy, not after every step.
+    /// the host reads the policy (a save), not after every step; evaluation runs on the device.
     pub fn sync_host_weights(&mut self) -> Result<()> {
         if let (true, Some(d)) = (self.host_stale, &self.device) {
             d.download_weights(&self.vars)?;
@@ -302,8 +303,16 @@ impl Trainer {
         if self.eval_problems.is_empty() {
             return Ok(None);
         }
-        self.sync_host_weights()?;
-        let (summary, records) = evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.eval_problems, &self.eval_settings(), self.step)?;
+        let settings = self.eval_settings();
+        let (summary, records) = match &mut self.device {
+            // On the device, from the weights it trains (f32, as on the CPU): nothing comes back but text.
+            Some(device) => {
+                let (policy, tokenizer) = (&self.policy, &self.tokenizer);
+                let mut on_device = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(device.generate(policy, tokenizer, req, params, opts, &mut |_| {})?.0);
+                evaluate_with(&mut on_device, &self.tokenizer, &self.prompter, &self.eval_problems, &settings, self.step)?
+            }
+            None => evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.eval_problems, &settings, self.step)?,
+        };
         self.evals.append(&summary)?;
         if let Some(tb) = &mut self.tensorboard {
             tb.scalars(self.step, &scalars_of("eval", &serde_json::to_value(&summary)?))?;

@@ -58,6 +58,28 @@ fn the_host_copy_is_refreshed_when_the_host_reads_it_not_after_every_step() {
 }
 
 #[test]
+fn evaluation_on_the_device_reads_the_trained_weights_there_and_grades_as_on_the_cpu() {
+    // Two device steps, then evaluate on the device (host copy stale); then the same weights on the
+    // host, evaluated on the CPU: the same generations (eval writes them) and the same summary.
+    let ov = device_runs::overrides(2, &["eval.samples=2", "eval.temperature=1.0"]);
+    let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
+    let mut t = Trainer::new(common::tiny_config("dev-eval", &ov), false).unwrap().with_update_backend(on_reference()).unwrap();
+    let before = device_runs::host_weights(&t);
+    t.train_step(|_| {}).unwrap();
+    t.train_step(|_| {}).unwrap();
+    let on_device = t.evaluate().unwrap().expect("the tiny config has held-out problems");
+    assert_eq!(device_runs::host_weights(&t), before, "evaluation on the device needs no host copy");
+    let records = std::fs::read_to_string(t.out.join("evals/step-000002.jsonl")).unwrap();
+    t.sync_host_weights().unwrap();
+    let host = cppo_train::eval::evaluate(&t.policy, &t.tokenizer, &t.prompter, &t.eval_problems, &t.eval_settings(), t.step).unwrap();
+    let strip = |s: &cppo_train::eval::EvalSummary| cppo_train::eval::EvalSummary { seconds: 0.0, ..s.clone() };
+    assert_eq!(strip(&on_device), strip(&host.0));
+    let host_records: String = host.1.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
+    assert_eq!(records, host_records);
+    assert_eq!(on_device.problems * on_device.samples, host.1.iter().map(|r| r.generations.len()).sum::<usize>());
+}
+
+#[test]
 fn lora_updates_on_a_backend_match_the_cpu() {
     // The base held in bf16 (widened on the device), adapters with dropout (the masks the tape recomputes).
     let lora = ["lora.r=2", "lora.alpha=4", "lora.target_modules=\"all-linear\"", "lora.dropout=0.1", "optim.lr=5e-2"];
