@@ -17,7 +17,11 @@
 #    (update tokens/s with fused AdamW under bf16 autocast; `generate` tokens/s at batch 1, 64, 256, same
 #    prompt length, new tokens and sampling as cppo's).
 # 3. Side by side: cppo's generation tokens/s over transformers' per batch (issue 15's target: at least 5x at
-#    batch 256). Whole GRPO/CPPO steps are not timed here yet: the script says so instead of printing figures.
+#    batch 256).
+# 5. When CPPO_STEP_BENCH is set (a second call: the first three take most of the device tool's 10 minutes):
+#    `cppo bench step --device cuda --random-config <Qwen2.5-1.5B config> --max-new-tokens 512`: one GRPO step
+#    (8 questions x G = 16) and CPPO P = 0.875 on the same rollouts, rollouts and update on the GPU, phase by
+#    phase, with CPPO's policy phase over GRPO's (target: at most 0.2x).
 # 4. When CPPO_TRAIN_TEST is set: the trainer test binary built with the cuda feature
 #    (`cargo test --release -p cppo-train --features cuda --test device_update --no-run`, stripped, carried):
 #    two training steps of a tiny model with model.device = "cuda" (rollouts and update on the GPU) against
@@ -80,7 +84,7 @@ for b in sorted(set(cppo) | set(torch)):
     say = lambda v, g: f"{v:.1f} tokens/s" if v else g.get("skipped", "no figure")
     print(f"generate batch {b}: cppo {say(ct, c)}, transformers {say(tt, t)}: cppo/transformers {ratio}")
 PY
-    echo "whole GRPO/CPPO steps (model.device = cuda) are checked by step 4 but not timed here yet: no figures for them."
+    echo "whole GRPO/CPPO steps: timed by step 5 (CPPO_STEP_BENCH=1, a call of its own)."
 } 2>&1 | tee "$OUTDIR/cppo.txt"
 
 echo "== the trainer on the GPU (model.device = cuda) against the CPU"
@@ -89,6 +93,15 @@ if [ -n "${CPPO_TRAIN_TEST:-}" ] && [ -x "$CPPO_TRAIN_TEST" ]; then
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
     echo "CPPO_TRAIN_TEST not set: the trainer test binary was not carried, so the trainer did not run on the GPU" | tee "$OUTDIR/trainer.txt"
+fi
+
+echo "== a whole GRPO step and CPPO P = 0.875 on the GPU, phase by phase"
+if [ -n "${CPPO_STEP_BENCH:-}" ] && [ -x "$BIN" ]; then
+    # Drawing the random 1.5 B-parameter model on the CPU takes tens of seconds; the step itself seconds.
+    timeout 300 "$BIN" bench step --device cuda --random-config configs/models/qwen2.5-1.5b-instruct.json --max-new-tokens 512 2>&1 | tee "$OUTDIR/step.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+    echo "CPPO_STEP_BENCH not set (or no cppo binary): whole steps not timed in this call" | tee "$OUTDIR/step.txt"
 fi
 
 exit $status

@@ -10,7 +10,7 @@ use cppo_kernels::backend::{AdamWStep, Backend};
 use cppo_model::decoder::BackendWeights;
 use cppo_model::Decoder;
 
-use cppo_engine::{DeviceDecoderBackend, GenerationStats, SamplingParams};
+use cppo_engine::{Completion, DeviceDecoderBackend, EngineOptions, GenerationStats, Precision, Request, SamplingParams};
 use cppo_io::ChatTokenizer;
 
 use crate::config::LossSection;
@@ -86,6 +86,24 @@ impl<B: Backend<T = f32>> OnDevice<B> {
     }
 }
 
+impl<B: Backend<T = f32>> OnDevice<B> {
+    /// The engine over the weights being trained, on token prompts, no text (a benchmark's rollouts;
+    /// the step's go through `DeviceState::generate`).
+    pub fn generate_tokens(&mut self, policy: &Decoder, requests: &[Request], params: &SamplingParams, options: &EngineOptions, precision: Precision) -> Result<(Vec<Vec<Completion>>, GenerationStats)> {
+        self.with_engine(policy, precision, |backend| cppo_engine::generate(backend, requests, params, options, &|_| String::new(), |_| {}))
+    }
+
+    /// Runs `f` with the engine's backend over the policy's buffers: it holds them while it generates
+    /// and hands them back after, so rollouts read the buffers the update trains (no copy).
+    fn with_engine<R>(&mut self, policy: &Decoder, precision: Precision, f: impl FnOnce(&DeviceDecoderBackend<'_, B>) -> Result<R>) -> Result<R> {
+        let weights = std::mem::replace(&mut self.policy, BackendWeights { bufs: Vec::new() });
+        let backend = DeviceDecoderBackend::with_weights(policy, &self.b, weights, precision)?;
+        let out = f(&backend);
+        self.policy = backend.into_weights();
+        out
+    }
+}
+
 /// Per decoder parameter, its index among `Decoder::vars` (the trainable ones, in parameter order).
 fn trainable_index(policy: &Decoder) -> Vec<Option<usize>> {
     let mut next = 0;
@@ -119,13 +137,7 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
         opts: GenerateOptions,
         on_finish: &mut dyn FnMut(usize),
     ) -> Result<(Vec<Rollout>, GenerationStats)> {
-        // The engine's backend holds the weights while it generates and hands them back after, so
-        // the rollouts read the buffers the update trains (no copy).
-        let weights = std::mem::replace(&mut self.policy, BackendWeights { bufs: Vec::new() });
-        let backend = DeviceDecoderBackend::with_weights(policy, &self.b, weights, opts.precision)?;
-        let out = generate_groups_on(&backend, tokenizer, req, params, opts, on_finish);
-        self.policy = backend.into_weights();
-        out
+        self.with_engine(policy, opts.precision, |backend| generate_groups_on(backend, tokenizer, req, params, opts, on_finish))
     }
 
     fn download_weights(&self, vars: &[(String, Var)]) -> Result<()> {

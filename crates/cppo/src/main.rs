@@ -163,6 +163,11 @@ enum BenchCommand {
         /// only the tokenizer.
         #[arg(long)]
         random_config: Option<PathBuf>,
+        /// With `--random-config`: a whole GRPO step and CPPO P = 0.875 on the same rollouts, rollouts
+        /// and update on this device (`cuda`, `cuda:N`; a build with the `cuda` feature), phase by phase
+        /// (8 questions x G = 16, prompt 256, `--max-new-tokens` each).
+        #[arg(long)]
+        device: Option<String>,
     },
 }
 
@@ -293,10 +298,14 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
             print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());
         }
+        Command::Bench { what: BenchCommand::Step { max_new_tokens, random_config, device: Some(device), .. } } => {
+            let cfg = random_config.ok_or_else(|| anyhow::anyhow!("bench step --device {device} needs --random-config CONFIG (e.g. configs/models/qwen2.5-1.5b-instruct.json)"))?;
+            print!("{}", device_step(&device, &cfg, max_new_tokens)?.table());
+        }
         Command::Bench { what: BenchCommand::Step { model, max_new_tokens, lora: true, lora_r, random_config: Some(cfg), .. } } => {
             print!("{}", commands::bench_lora::bench_step_lora_random(&cfg, &model, max_new_tokens, lora_r)?.table());
         }
-        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: true, lora_r, random_config: None } } => {
+        Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: true, lora_r, random_config: None, .. } } => {
             print!("{}", commands::bench_lora::bench_step_lora(&model, max_new_tokens, repeats, lora_r)?.table());
         }
         Command::Bench { what: BenchCommand::Step { model, max_new_tokens, repeats, lora: false, .. } } => {
@@ -381,6 +390,22 @@ fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>) ->
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// `bench step --device D --random-config CONFIG` on that GPU.
+#[cfg(feature = "cuda")]
+fn device_step(device: &str, config: &std::path::Path, max_new_tokens: usize) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(config).with_context(|| format!("--random-config {}", config.display()))?;
+    let cfg = cppo_io::hf::parse_config_json(&text, config).with_context(|| format!("--random-config {}", config.display()))?;
+    let side = cppo_cuda::cuda::CudaSide::new(cppo_cuda::cuda::selftest::ordinal(device)?).with_context(|| format!("--device {device}"))?;
+    let shape = commands::bench_device::DeviceStepShape { max_new_tokens, ..Default::default() };
+    commands::bench_device::bench_device_step(cppo_cuda::backend::CudaBackend::new(side), &cfg, &shape)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn device_step(device: &str, _config: &std::path::Path, _max_new_tokens: usize) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
+    bail!("bench step --device {device}: this cppo was built without CUDA; build it with `cargo build --release -p cppo --features cuda`")
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -2,6 +2,7 @@
 //! these; they print tables, draw plots and time benchmarks around `cppo-train`'s library.
 
 pub mod bench;
+pub mod bench_device;
 pub mod bench_lora;
 pub mod compare;
 pub mod eval;
