@@ -52,9 +52,7 @@ impl SamplingParams {
         }
         Ok(())
     }
-}
 
-impl SamplingParams {
     /// What the sampler (host or device) sees of these parameters.
     pub fn sampler(&self) -> SampleParams {
         SampleParams { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k }

@@ -225,6 +225,11 @@ impl ParamKind {
 }
 
 impl ModelConfig {
+    /// How many numbers `params` holds in all.
+    pub fn param_count(&self) -> usize {
+        self.params().iter().map(|p| p.shape.iter().product::<usize>()).sum()
+    }
+
     /// Every tensor this configuration implies, in the decoder's order: the embedding, each layer's in
     /// `LayerParam::ALL` order, the final norm, then the output projection unless it is tied.
     pub fn params(&self) -> Vec<ParamSpec> {

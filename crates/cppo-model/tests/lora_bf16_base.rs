@@ -133,7 +133,7 @@ fn a_bf16_base_holds_half_the_bytes_of_its_matrices() {
     for (name, cfg) in families() {
         let (a, b) = pair(&cfg, DType::F32, Precision::F32);
         let layer_linear: usize = cfg.params().iter().filter(|p| is_layer_linear(&p.name, &cfg)).map(|p| p.shape.iter().product::<usize>()).sum();
-        let all: usize = cfg.params().iter().map(|p| p.shape.iter().product::<usize>()).sum();
+        let all: usize = cfg.param_count();
         let adapters: usize = cfg.lora_params(2, &spec().targets).iter().map(|p| p.shape.iter().product::<usize>()).sum();
         assert_eq!(a.weight_bytes(), 4 * (all + adapters), "{name}: f32 base");
         assert_eq!(b.weight_bytes(), 4 * (all + adapters) - 2 * layer_linear, "{name}: bf16 base");

@@ -84,9 +84,7 @@ impl<B: Backend<T = f32>> OnDevice<B> {
             b,
         })
     }
-}
 
-impl<B: Backend<T = f32>> OnDevice<B> {
     /// The engine over the weights being trained, on token prompts, no text (a benchmark's rollouts;
     /// the step's go through `DeviceState::generate`).
     pub fn generate_tokens(&mut self, policy: &Decoder, requests: &[Request], params: &SamplingParams, options: &EngineOptions, precision: Precision) -> Result<(Vec<Vec<Completion>>, GenerationStats)> {

@@ -64,7 +64,7 @@ fn mib(values: usize) -> f64 {
 /// What a run holds in memory besides activations, as lines to print at start: the base, the
 /// trainable weights, their gradients and AdamW's two moments (all f32), and the reference model.
 pub fn memory_plan(policy: &Decoder, reference: Option<&Decoder>, micro_batch_tokens: usize) -> Vec<String> {
-    let total: usize = policy.config().params().iter().map(|p| p.shape.iter().product::<usize>()).sum();
+    let total: usize = policy.config().param_count();
     let trainable: usize = policy.vars().iter().map(|(_, v)| v.elem_count()).sum();
     let mut lines = Vec::new();
     match policy.lora() {

@@ -396,8 +396,7 @@ fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>) ->
 #[cfg(feature = "cuda")]
 fn device_step(device: &str, config: &std::path::Path, max_new_tokens: usize) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
     use anyhow::Context;
-    let text = std::fs::read_to_string(config).with_context(|| format!("--random-config {}", config.display()))?;
-    let cfg = cppo_io::hf::parse_config_json(&text, config).with_context(|| format!("--random-config {}", config.display()))?;
+    let cfg = commands::read_random_config(config)?;
     let side = cppo_cuda::cuda::CudaSide::new(cppo_cuda::cuda::selftest::ordinal(device)?).with_context(|| format!("--device {device}"))?;
     let shape = commands::bench_device::DeviceStepShape { max_new_tokens, ..Default::default() };
     commands::bench_device::bench_device_step(cppo_cuda::backend::CudaBackend::new(side), &cfg, &shape)

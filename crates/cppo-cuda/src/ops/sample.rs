@@ -2,18 +2,18 @@
 //! where they can differ from the CPU sampler's).
 
 use super::{int, F32, I32};
+use cppo_kernels::sample::SampleParams;
+
 use crate::buf::{Buf, DType};
 use crate::error::{Error, Result};
 use crate::geometry::Tune;
 use crate::launch::{launch, Arg, Launcher};
 
-pub use cppo_kernels::sample::SampleParams as Params;
-
 /// `token[r]` and `logprob[r]` for each of `rows` rows of `logits (rows x vocab)`, row `r` drawing
 /// with `u[r]` (f64 in [0, 1): the row's RNG's next `gen::<f64>()`; unused when greedy). `probs` is
 /// scratch of `rows x vocab` f32.
 #[allow(clippy::too_many_arguments)]
-pub fn sample(l: &mut dyn Launcher, t: &Tune, logits: Buf, probs: Buf, u: Buf, token: Buf, logprob: Buf, rows: usize, vocab: usize, p: &Params) -> Result<()> {
+pub fn sample(l: &mut dyn Launcher, t: &Tune, logits: Buf, probs: Buf, u: Buf, token: Buf, logprob: Buf, rows: usize, vocab: usize, p: &SampleParams) -> Result<()> {
     const OP: &str = "sample_rows";
     logits.need(OP, "logits", F32, rows * vocab)?;
     probs.need(OP, "scratch", F32, rows * vocab)?;

@@ -126,7 +126,7 @@ fn rewards(q: usize, g: usize) -> Vec<f64> {
 /// One step's rollouts on `b`, then the GRPO and the CPPO update on them, each timed by phase.
 pub fn bench_device_step<B: Backend<T = f32> + 'static>(b: B, cfg: &ModelConfig, shape: &DeviceStepShape) -> Result<DeviceStepBench> {
     let backend = b.name().to_string();
-    let params = cfg.params().iter().map(|p| p.shape.iter().product::<usize>()).sum();
+    let params = cfg.param_count();
     let policy = {
         let w = random_weights(cfg, 1, &Default::default())?;
         Decoder::new(cfg, &w, true, &Device::Cpu)?

@@ -222,10 +222,8 @@ impl RandomLoraStep {
 }
 
 pub fn bench_step_lora_random(config: &std::path::Path, tokenizer_model: &str, max_new_tokens: usize, r: usize) -> Result<RandomLoraStep> {
-    use anyhow::Context;
-    let text = std::fs::read_to_string(config).with_context(|| format!("--random-config {}", config.display()))?;
-    let cfg = cppo_io::hf::parse_config_json(&text, config).with_context(|| format!("--random-config {}", config.display()))?;
-    let params: usize = cfg.params().iter().map(|p| p.shape.iter().product::<usize>()).sum();
+    let cfg = super::read_random_config(config)?;
+    let params: usize = cfg.param_count();
     let tok_model = cppo_io::load_model(&resolve_model_path(tokenizer_model)?, DType::F32, &Device::Cpu)?;
     let tok = tok_model.tokenizer;
     drop(tok_model.weights);
