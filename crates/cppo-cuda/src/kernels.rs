@@ -87,6 +87,7 @@ sources! {
         sumsq_partial: "plp",
         grad_norm_finish: "pidp",
         adamw: "ppppplfffffffp",
+        adamw_tensors: "ppplpppffffffp",
     }
     "decode.cu" => {
         kv_append_f32_bf16: "ppppppiiii",

@@ -17,6 +17,8 @@ pub struct DeviceDecoderBackend<'a, B: Kernels<T = f32>> {
     b: &'a B,
     weights: BackendWeights<B>,
     half: Option<DeviceHalves<B>>,
+    /// Whether `half` is the weights' own copies (handed back with them), not a snapshot.
+    half_is_kept: bool,
 }
 
 impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
@@ -30,16 +32,26 @@ impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
     }
 
     /// Over weights already in `b`'s memory (`Decoder::upload_weights`, kept current by the caller).
-    pub fn with_weights(decoder: &'a Decoder, b: &'a B, weights: BackendWeights<B>, precision: Precision) -> Result<Self> {
-        let half = match precision {
-            Precision::F32 => None,
-            _ => Some(decoder.device_rollout_weights(b, &weights)?),
+    /// At bf16 it reads the weights' own bf16 copies when they keep some (`BackendWeights::halves`,
+    /// which a trainer's AdamW keeps current), else a snapshot it makes now.
+    pub fn with_weights(decoder: &'a Decoder, b: &'a B, mut weights: BackendWeights<B>, precision: Precision) -> Result<Self> {
+        let (half, half_is_kept) = match (precision, weights.halves.take()) {
+            (Precision::F32, kept) => {
+                weights.halves = kept;
+                (None, false)
+            }
+            (_, Some(kept)) => (Some(kept), true),
+            (_, None) => (Some(decoder.device_rollout_weights(b, &weights)?), false),
         };
-        Ok(DeviceDecoderBackend { decoder, b, weights, half })
+        Ok(DeviceDecoderBackend { decoder, b, weights, half, half_is_kept })
     }
 
-    /// The weights it generates from, to hand back to the caller (a trainer's update).
-    pub fn into_weights(self) -> BackendWeights<B> {
+    /// The weights it generates from, with their own bf16 copies, to hand back to the caller (a
+    /// trainer's update).
+    pub fn into_weights(mut self) -> BackendWeights<B> {
+        if self.half_is_kept {
+            self.weights.halves = self.half.take();
+        }
         self.weights
     }
 }

@@ -83,6 +83,17 @@ pub struct AdamWStep {
     pub grad_scale: f64,
 }
 
+/// One parameter of `Backend::adamw_all`.
+pub struct AdamWParam<'a, B: Backend + ?Sized + 'a> {
+    pub w: B::ViewMut<'a>,
+    /// Its bf16 copy, rewritten as the rounding of the updated weight (the copy the products read).
+    pub half: Option<&'a mut B::Half>,
+    /// Where its gradient and moments start in the flat buffers.
+    pub offset: usize,
+    /// Whether it takes weight decay (the matrices do; norms and biases do not).
+    pub decay: bool,
+}
+
 /// The operations the decoder runs, on one device's buffers.
 pub trait Backend: Send + Sync {
     /// The element type of activations, weights and gradients (f32; f64 for gradient checks on the CPU).
@@ -121,6 +132,12 @@ pub trait Backend: Send + Sync {
     fn duplicate(&self, x: Self::View<'_>) -> Self::Buf;
     /// The bf16 copy of a weight (round to nearest even).
     fn to_half(&self, w: Self::View<'_>) -> Self::Half;
+    /// bf16 values (`to_half`'s format) into a bf16 buffer. The default widens them on the host,
+    /// exactly, and rounds them back on the device.
+    fn upload_half(&self, h: &[u16]) -> Self::Half {
+        let wide: Vec<Self::T> = h.iter().map(|&v| <Self::T as crate::Float>::of(crate::skinny::from_bf16(v) as f64)).collect();
+        self.to_half(self.view(&self.upload(&wide)))
+    }
     /// A bf16 weight widened to `T` (exact).
     fn widen(&self, h: &Self::Half) -> Self::Buf;
 
@@ -334,6 +351,21 @@ pub trait Backend: Send + Sync {
         v: Self::ViewMut<'_>,
         s: &AdamWStep,
     );
+    /// One AdamW step over every parameter of `params`, whose gradients and moments lie end to end
+    /// in the flat buffers `g`, `m`, `v`; `s.weight_decay` applies where a parameter decays. A device
+    /// backend does it in one launch; this default steps one parameter at a time.
+    fn adamw_all(&self, params: Vec<AdamWParam<'_, Self>>, g: Self::View<'_>, mut m: Self::ViewMut<'_>, mut v: Self::ViewMut<'_>, s: &AdamWStep) {
+        for mut p in params {
+            let n = self.len(self.as_view(&p.w));
+            let span = p.offset..p.offset + n;
+            let step = AdamWStep { weight_decay: if p.decay { s.weight_decay } else { 0.0 }, ..*s };
+            let (pm, pv) = (self.slice_mut(self.reborrow(&mut m), span.clone()), self.slice_mut(self.reborrow(&mut v), span.clone()));
+            self.adamw(self.reborrow(&mut p.w), self.slice(g, span), pm, pv, &step);
+            if let Some(h) = p.half {
+                *h = self.to_half(self.as_view(&p.w));
+            }
+        }
+    }
     /// `sum x_i^2`, in f64.
     fn sum_squares(&self, x: Self::View<'_>) -> f64;
     /// `dst += src`.

@@ -172,3 +172,31 @@ fn a_frozen_base_is_snapshotted_once_and_its_rollouts_follow_the_adapters() {
         assert!(!full.rollout_weights().unwrap().shares_storage_with(&full.rollout_weights().unwrap()), "{name}");
     }
 }
+
+/// On a backend (a device), the base stays in bf16: `upload_weights` gives its matrices no f32
+/// buffer, only their bf16 storage, and the tape there scores and trains as over the rounded base's
+/// f32 matrices, at f32 and at bf16 products.
+#[test]
+fn on_a_backend_a_bf16_base_is_uploaded_in_bf16_and_trains_like_the_rounded_base() {
+    use cppo_kernels::backend::Backend;
+    use cppo_kernels::cpu::Cpu;
+    let b = Cpu::<f32>::new();
+    for (name, cfg) in families() {
+        for mp in [Precision::F32, Precision::Bf16] {
+            let (rounded_base, half_base) = pair(&cfg, DType::F32, mp);
+            let w = half_base.upload_weights(&b).unwrap();
+            let layer_linear = cfg.params().iter().filter(|p| is_layer_linear(&p.name, &cfg)).count();
+            assert_eq!(w.bufs.iter().filter(|x| b.len(b.view(x)) == 0).count(), layer_linear, "{name}: f32 buffers of the base");
+            assert_eq!(w.halves.as_ref().map(|h| h.count()), Some(layer_linear), "{name}: bf16 storage of the base");
+            let (prompt, comps) = sample(cfg.vocab_size);
+            let refs: Vec<&[u32]> = comps.iter().map(|c| c.as_slice()).collect();
+            let groups: [(&[u32], &[&[u32]]); 1] = [(&prompt, &refs)];
+            let n = comps.len() * comps.iter().map(Vec::len).max().unwrap();
+            let dlogp: Vec<f32> = (0..n).map(|i| ((i * 3) % 5) as f32 - 2.0).collect();
+            let (ra, rb) = (rounded_base.tape_on(&b, &groups, &dlogp).unwrap(), half_base.tape_on(&b, &groups, &dlogp).unwrap());
+            assert_eq!(ra.logprobs, rb.logprobs, "{name} {mp:?}: log-probs");
+            assert!(ra.grads.iter().any(|(_, g)| g.iter().any(|&x| x != 0.0)), "{name}");
+            assert_eq!(ra.grads, rb.grads, "{name} {mp:?}: adapter gradients");
+        }
+    }
+}

@@ -234,7 +234,8 @@ pub struct OptimSection {
     /// projection to bf16 and sums in f32 (mixed precision, as `torch.autocast` does; 1.4x faster
     /// fwd+bwd on AVX512-BF16 CPUs, exact f32 on others); "f32" multiplies exactly. Weights,
     /// gradients, AdamW state, norms, attention and the loss are f32 either way. "auto" (the
-    /// default) is bf16 where the CPU has AVX512-BF16 and f32 elsewhere.
+    /// default) is bf16 where the CPU has AVX512-BF16 and f32 elsewhere; on a GPU (`model.device`)
+    /// always bf16, with bf16 copies of the matrices kept beside the f32 master weights.
     pub matmul_precision: Precision,
 }
 

@@ -6,7 +6,10 @@
 
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
-use cppo_kernels::backend::{AdamWStep, Backend};
+use std::ops::Range;
+
+use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend};
+use cppo_kernels::skinny::{from_bf16, to_bf16};
 use cppo_model::decoder::BackendWeights;
 use cppo_model::Decoder;
 
@@ -39,6 +42,9 @@ pub trait DeviceState: Send {
     fn download_weights(&self, vars: &[(String, Var)]) -> Result<()>;
     /// Writes the device's AdamW moments and step count into `optimizer` (before it is saved).
     fn download_moments(&self, optimizer: &mut AdamW) -> Result<()>;
+    /// How many of the policy's bf16 copies (kept for bf16 products) hold other values than the
+    /// rounding of its f32 weights, out of how many copies: 0 after every update.
+    fn stale_bf16_copies(&self) -> (usize, usize);
 }
 
 /// A backend holding one run's trainable state.
@@ -48,10 +54,14 @@ pub struct OnDevice<B: Backend<T = f32>> {
     reference: Option<BackendWeights<B>>,
     /// Per decoder parameter: its index among the trainable variables, `None` when frozen.
     var_of: Vec<Option<usize>>,
-    /// Per trainable variable: its gradient summed over a pass, its moments, whether it decays.
-    grads: Vec<Option<B::Buf>>,
-    m: Vec<B::Buf>,
-    v: Vec<B::Buf>,
+    /// Per trainable variable: where its gradient and moments lie in the flat buffers below (end to
+    /// end, in variable order), so one AdamW launch updates them all.
+    spans: Vec<Range<usize>>,
+    /// The gradients summed over a pass, and whether each variable's has been written in this pass.
+    grads: B::Buf,
+    written: Vec<bool>,
+    m: B::Buf,
+    v: B::Buf,
     decay: Vec<bool>,
     config: AdamWConfig,
     step: u64,
@@ -67,15 +77,28 @@ impl<B: Backend<T = f32>> OnDevice<B> {
         if vars.len() != m_host.len() {
             bail!("the optimizer holds state for {} variables, the policy has {}", m_host.len(), vars.len());
         }
-        let pw = policy.upload_weights(&b)?;
-        let rw = reference.map(|r| r.upload_weights(&b)).transpose()?;
-        let m = m_host.iter().map(|x| b.upload(x)).collect();
-        let v = v_host.iter().map(|x| b.upload(x)).collect();
+        let mut pw = policy.upload_weights(&b)?;
+        let mut rw = reference.map(|r| r.upload_weights(&b)).transpose()?;
+        // bf16 products read bf16 copies kept beside the f32 weights (AdamW rewrites the policy's
+        // as it updates them) rather than rounding every matrix at every product; the frozen
+        // reference keeps its matrices in bf16 only.
+        if policy.matmul_precision() != Precision::F32 {
+            policy.keep_bf16_copies(&b, &mut pw, true)?;
+            if let (Some(r), Some(w)) = (reference, rw.as_mut()) {
+                r.keep_bf16_copies(&b, w, false)?;
+            }
+        }
+        let spans: Vec<Range<usize>> = m_host.iter().scan(0, |at, x| Some(std::mem::replace(at, *at + x.len())..*at)).collect();
+        let total = spans.last().map_or(0, |s| s.end);
+        let m = b.upload(&m_host.concat());
+        let v = b.upload(&v_host.concat());
         Ok(OnDevice {
             policy: pw,
             reference: rw,
             var_of,
-            grads: (0..vars.len()).map(|_| None).collect(),
+            grads: b.zeros(total),
+            written: vec![false; spans.len()],
+            spans,
             m,
             v,
             decay: optimizer.decays().to_vec(),
@@ -94,7 +117,7 @@ impl<B: Backend<T = f32>> OnDevice<B> {
     /// Runs `f` with the engine's backend over the policy's buffers: it holds them while it generates
     /// and hands them back after, so rollouts read the buffers the update trains (no copy).
     fn with_engine<R>(&mut self, policy: &Decoder, precision: Precision, f: impl FnOnce(&DeviceDecoderBackend<'_, B>) -> Result<R>) -> Result<R> {
-        let weights = std::mem::replace(&mut self.policy, BackendWeights { bufs: Vec::new() });
+        let weights = std::mem::replace(&mut self.policy, BackendWeights { bufs: Vec::new(), halves: None });
         let backend = DeviceDecoderBackend::with_weights(policy, &self.b, weights, precision)?;
         let out = f(&backend);
         self.policy = backend.into_weights();
@@ -151,10 +174,27 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
         Ok(())
     }
 
+    fn stale_bf16_copies(&self) -> (usize, usize) {
+        let Some(halves) = &self.policy.halves else { return (0, 0) };
+        let b = &self.b;
+        let copies: Vec<(usize, &B::Half)> = (0..self.policy.bufs.len()).filter_map(|i| halves.get(i).map(|h| (i, h))).collect();
+        let stale = copies
+            .iter()
+            .filter(|(i, h)| {
+                let (w, h) = (b.download(b.view(&self.policy.bufs[*i])), b.download(b.view(&b.widen(h))));
+                let rounded = |x: f32| from_bf16(to_bf16(x));
+                w.len() != h.len() || w.iter().zip(&h).any(|(&x, &y)| rounded(x) != y)
+            })
+            .count();
+        (stale, copies.len())
+    }
+
     fn download_moments(&self, optimizer: &mut AdamW) -> Result<()> {
-        let m = self.m.iter().map(|x| self.b.download(self.b.view(x))).collect();
-        let v = self.v.iter().map(|x| self.b.download(self.b.view(x))).collect();
-        optimizer.set_moments(self.step, m, v)
+        let split = |x: &B::Buf| {
+            let flat = self.b.download(self.b.view(x));
+            self.spans.iter().map(|s| flat[s.clone()].to_vec()).collect()
+        };
+        optimizer.set_moments(self.step, split(&self.m), split(&self.v))
     }
 }
 
@@ -200,7 +240,7 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
     }
 
     fn zero_grads(&mut self) -> Result<()> {
-        self.dev.grads.iter_mut().for_each(|g| *g = None);
+        self.dev.written.fill(false);
         Ok(())
     }
 
@@ -210,11 +250,14 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         let (rows, width) = f.shape;
         let dlogp = loss(&per_question(qs, &f.logprobs, &f.mask, &f.entropy, width), rows, width)?;
         let grads = f.backward(&dlogp)?;
+        let b = &dev.b;
         for (p, g) in grads.into_iter().enumerate() {
             let (Some(g), Some(i)) = (g, dev.var_of[p]) else { continue };
-            match &mut dev.grads[i] {
-                Some(sum) => dev.b.add_into(dev.b.view_mut(sum), dev.b.view(&g)),
-                slot => *slot = Some(g),
+            let sum = b.slice_mut(b.view_mut(&mut dev.grads), dev.spans[i].clone());
+            if std::mem::replace(&mut dev.written[i], true) {
+                b.add_into(sum, b.view(&g));
+            } else {
+                b.copy(b.view(&g), sum);
             }
         }
         Ok(())
@@ -224,24 +267,31 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         let dev = &mut *self.dev;
         let b = &dev.b;
         // A variable no loss reached has a zero gradient (its moments still decay, as on the CPU).
-        let grads: Vec<B::Buf> = dev.grads.iter_mut().zip(&dev.m).map(|(g, m)| g.take().unwrap_or_else(|| b.zeros(b.len(b.view(m))))).collect();
-        let grad_norm = grads.iter().map(|g| b.sum_squares(b.view(g))).sum::<f64>().sqrt();
+        for (i, span) in dev.spans.iter().enumerate() {
+            if !dev.written[i] {
+                b.copy(b.view(&b.zeros(span.len())), b.slice_mut(b.view_mut(&mut dev.grads), span.clone()));
+            }
+        }
+        dev.written.fill(false);
+        let grad_norm = b.sum_squares(b.view(&dev.grads)).sqrt();
         let c = &dev.config;
         let clip_coef = c.clip_coefficient(grad_norm)?;
         dev.step += 1;
-        for (p, var_index) in dev.var_of.iter().enumerate() {
-            let Some(i) = *var_index else { continue };
-            let s = AdamWStep {
-                lr,
-                beta1: c.beta1,
-                beta2: c.beta2,
-                eps: c.eps,
-                weight_decay: if dev.decay[i] { c.weight_decay } else { 0.0 },
-                step: dev.step,
-                grad_scale: clip_coef,
-            };
-            b.adamw(b.view_mut(&mut dev.policy.bufs[p]), b.view(&grads[i]), b.view_mut(&mut dev.m[i]), b.view_mut(&mut dev.v[i]), &s);
-        }
+        let s = AdamWStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay: c.weight_decay, step: dev.step, grad_scale: clip_coef };
+        let (spans, decay) = (&dev.spans, &dev.decay);
+        let policy = &mut dev.policy;
+        let halves: Vec<Option<&mut B::Half>> = match policy.halves.as_mut() {
+            Some(h) => h.slots_mut().collect(),
+            None => policy.bufs.iter().map(|_| None).collect(),
+        };
+        let params = policy
+            .bufs
+            .iter_mut()
+            .zip(halves)
+            .zip(&dev.var_of)
+            .filter_map(|((w, half), i)| i.map(|i| AdamWParam { w: b.view_mut(w), half, offset: spans[i].start, decay: decay[i] }))
+            .collect();
+        b.adamw_all(params, b.view(&dev.grads), b.view_mut(&mut dev.m), b.view_mut(&mut dev.v), &s);
         Ok(StepReport { grad_norm, clip_coef })
     }
 

@@ -60,7 +60,9 @@ pub fn run(cfg: TrainConfig, opts: &RunOptions) -> Result<TrainSummary> {
     if opts.progress {
         let (update, rollouts) = (trainer.cfg.optim.matmul_precision, trainer.cfg.generation.weights);
         let auto = |p: cppo_kernels::Precision| if p == cppo_kernels::Precision::Auto { " (auto)" } else { "" };
-        let update = if update == cppo_kernels::Precision::Auto {
+        let update = if update == cppo_kernels::Precision::Auto && trainer.update_backend() != "cpu" {
+            "bf16 by auto (the device's)".to_string()
+        } else if update == cppo_kernels::Precision::Auto {
             format!("{} by auto", cppo_kernels::describe_auto_update())
         } else {
             update.name().to_string()

@@ -128,7 +128,12 @@ impl Trainer {
         };
         let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
-        let mp = cfg.optim.matmul_precision.for_update();
+        // A GPU multiplies bf16 natively: there `auto` means bf16, whatever the host CPU has.
+        let mp = match (cfg.model.device.as_str(), cfg.optim.matmul_precision) {
+            ("cpu", p) => p.for_update(),
+            (_, cppo_kernels::Precision::Auto) => cppo_kernels::Precision::Bf16,
+            (_, p) => p,
+        };
         // Every log-prob of the loss (policy, old policy, reference) is taken at the sampling temperature.
         let temp = cfg.logprob_temperature();
         let (policy, reference) = match &lora {
@@ -276,6 +281,11 @@ impl Trainer {
         }
         self.host_stale = false;
         Ok(())
+    }
+
+    /// The device the update runs on, when not the CPU.
+    pub fn device_state(&self) -> Option<&dyn DeviceState> {
+        self.device.as_deref()
     }
 
     /// The backend the update runs on: `cpu`, or the device backend's name.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::device_runs::{self, assert_agree, Run};
+use common::device_runs::{self, assert_agree, assert_agree_within, Run};
 use cppo_kernels::reference::Reference;
 use cppo_train::metrics::StepMetrics;
 #[cfg(feature = "cuda")]
@@ -126,4 +126,32 @@ fn cuda_trains_on_a_gpu_or_says_plainly_that_there_is_none() {
     let cpu = run("dev-cuda-cpu", 2, false, &[], None);
     t.sync_host_weights().unwrap();
     assert_agree(&cpu, &Run { metrics: dev_metrics, weights: device_runs::host_weights(&t) }, "cuda");
+}
+
+#[test]
+fn at_bf16_products_the_update_reads_bf16_copies_that_adamw_keeps_current() {
+    // bf16 products in the update (rollouts stay f32, so both sides sample the same completions):
+    // the device keeps bf16 copies of the policy's matrices, rewritten by the AdamW step, and the
+    // frozen reference's matrices in bf16 only; the CPU rounds its f32 weights at every product.
+    let bf16 = ["optim.matmul_precision=\"bf16\""];
+    let cpu = run("dev-bf16-cpu", 3, false, &bf16, None);
+    let dev = run("dev-bf16-ref", 3, true, &bf16, None);
+    assert!(cpu.metrics.iter().any(|m| m.kl != 0.0), "the reference pass ran");
+    // The two sides sum bf16 products in different orders (f32 here, f64 on the reference backend),
+    // so now and then a product rounds the other way and a tiny gradient changes sign; Adam moves a
+    // weight by about lr whatever its gradient's size, so those few weights differ by up to lr
+    // (1e-2). Over 95% agree as closely as at f32 products (about 98% do here).
+    assert_agree_within(&cpu, &dev, "bf16 products", 1e-2);
+    let far = cpu.weights.iter().zip(&dev.weights).filter(|(a, b)| (*a - *b).abs() > 1e-4).count();
+    assert!(far * 20 < cpu.weights.len(), "{far} of {} weights differ by more than 1e-4", cpu.weights.len());
+    // With bf16 rollouts too, the engine samples from the same copies and hands them back.
+    let ov = device_runs::overrides(2, &[bf16[0], "generation.weights=\"bf16\""]);
+    let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
+    let mut t = Trainer::new(common::tiny_config("dev-bf16-copies", &ov), false).unwrap().with_update_backend(on_reference()).unwrap();
+    let copies = t.device_state().unwrap().stale_bf16_copies().1;
+    assert!(copies > 0, "no bf16 copies kept");
+    for _ in 0..2 {
+        t.train_step(|_| {}).unwrap();
+        assert_eq!(t.device_state().unwrap().stale_bf16_copies(), (0, copies), "a copy lags its weights after step {}", t.step);
+    }
 }

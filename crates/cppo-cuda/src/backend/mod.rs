@@ -22,7 +22,7 @@ use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 use cppo_kernels::attention::Attention;
-use cppo_kernels::backend::{AdamWStep, Backend, CacheLayout, CachedQuery, Product, Scored};
+use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend, CacheLayout, CachedQuery, Product, Scored};
 use cppo_kernels::logprob::Gather;
 use cppo_kernels::rope::RopeTable;
 use cppo_kernels::sample::SampleParams;
@@ -299,6 +299,15 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
     fn to_half(&self, w: View<'_>) -> Self::Half {
         self.run("to_half", |c| c.bf16_copy(w.buf))
     }
+    fn upload_half(&self, h: &[u16]) -> Self::Half {
+        self.run("upload_half", |c| {
+            let b = c.alloc(DType::Bf16, h.len())?;
+            if !h.is_empty() {
+                c.d.write(b.buf, &h.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>())?;
+            }
+            Ok(b)
+        })
+    }
     fn widen(&self, h: &Self::Half) -> Self::Buf {
         self.run("widen", |c| {
             let out = c.alloc(DType::F32, h.buf.len)?;
@@ -373,6 +382,22 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
     }
     fn linear_grad_input(&self, dx: ViewMut<'_>, g: View<'_>, w: View<'_>, din: usize, dout: usize, add: bool, p: Precision) {
         self.run("linear_grad_input", |c| products::grad_input(c, dx.buf, g.buf, w.buf, din, dout, add, p))
+    }
+    /// At bf16 products the copy is the operand as it is (what `linear` would round the weight to);
+    /// at f32 the weight is widened, as the trait's default.
+    fn linear_half(&self, x: View<'_>, w: &Self::Half, bias: Option<View<'_>>, din: usize, dout: usize, y: ViewMut<'_>, add: bool, p: Precision) {
+        if p == Precision::F32 {
+            let wide = self.widen(w);
+            return self.linear(x, view(wide.buf), bias, din, dout, y, add, p);
+        }
+        self.run("linear_half", |c| products::linear(c, x.buf, w.buf, bias.map(|b| b.buf), din, dout, y.buf, add, p))
+    }
+    fn linear_grad_input_half(&self, dx: ViewMut<'_>, g: View<'_>, w: &Self::Half, din: usize, dout: usize, add: bool, p: Precision) {
+        if p == Precision::F32 {
+            let wide = self.widen(w);
+            return self.linear_grad_input(dx, g, view(wide.buf), din, dout, add, p);
+        }
+        self.run("linear_grad_input_half", |c| products::grad_input(c, dx.buf, g.buf, w.buf, din, dout, add, p))
     }
     fn linear_grad_weight(&self, g: View<'_>, x: View<'_>, din: usize, dout: usize, p: Precision) -> Self::Buf {
         self.run("linear_grad_weight", |c| products::grad_weight(c, g.buf, x.buf, din, dout, p))
@@ -528,6 +553,24 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
             let stats = c.upload_f64(&[0.0, s.grad_scale])?;
             let h = ops::adamw::Hyper { lr: s.lr, beta1: s.beta1, beta2: s.beta2, eps: s.eps, weight_decay: s.weight_decay, step: s.step };
             ops::adamw::update(&mut *c.d, &c.t, w.buf, g.buf, m.buf, v.buf, None, w.buf.len, &h, true, stats.buf)
+        })
+    }
+    fn adamw_all(&self, params: Vec<AdamWParam<'_, Self>>, g: View<'_>, m: ViewMut<'_>, v: ViewMut<'_>, s: &AdamWStep) {
+        self.run("adamw_all", |c| {
+            for b in [m.buf, v.buf] {
+                same_len("adamw_all", g.buf, b)?;
+            }
+            let h = ops::adamw::Hyper { lr: s.lr, beta1: s.beta1, beta2: s.beta2, eps: s.eps, weight_decay: s.weight_decay, step: s.step };
+            let list: Vec<ops::adamw::Tensor> =
+                params.iter().map(|p| ops::adamw::Tensor { p: p.w.buf, p_bf16: p.half.as_ref().map(|x| x.buf), offset: p.offset, decay: p.decay }).collect();
+            // A block's chunk: 256 of its strides, so a 1.5B model takes about 24k blocks.
+            let table = ops::adamw::TensorTable::new(&list, g.buf.len, c.t.block as usize * 256, &h)?;
+            if table.blocks() == 0 {
+                return Ok(());
+            }
+            let (tensors, decays, chunks) = (c.upload_i64(&table.tensors)?, c.upload_f32(&table.decays)?, c.upload_i64(&table.chunks)?);
+            let stats = c.upload_f64(&[0.0, s.grad_scale])?;
+            ops::adamw::update_tensors(&mut *c.d, &c.t, &table, [tensors.buf, decays.buf, chunks.buf], g.buf, m.buf, v.buf, &h, stats.buf)
         })
     }
     fn sum_squares(&self, x: View<'_>) -> f64 {

@@ -57,7 +57,9 @@ fn transposed(ld: usize) -> Operand {
 pub(crate) fn linear<D: DeviceSide>(c: &mut Ctx<'_, D>, x: Buf, w: Buf, bias: Option<Buf>, din: usize, dout: usize, y: Buf, add: bool, p: Precision) -> Result<()> {
     let n = rows_of("linear", y.len, dout)?;
     x.need("linear", "x", &[DType::F32], n * din)?;
-    w.need("linear", "w", &[DType::F32], dout * din)?;
+    // A bf16 weight is a copy the caller keeps for bf16 products (`linear_half`).
+    let dtypes: &[DType] = if p == Precision::F32 { &[DType::F32] } else { &[DType::F32, DType::Bf16] };
+    w.need("linear", "w", dtypes, dout * din)?;
     product(c, n, dout, din, (x, plain(din)), (w, transposed(din)), y, add, p)?;
     if let Some(b) = bias {
         if n > 0 {
@@ -109,6 +111,8 @@ pub(crate) fn project<D: DeviceSide>(c: &mut Ctx<'_, D>, x: Buf, n: usize, din: 
 pub(crate) fn grad_input<D: DeviceSide>(c: &mut Ctx<'_, D>, dx: Buf, g: Buf, w: Buf, din: usize, dout: usize, add: bool, p: Precision) -> Result<()> {
     let n = rows_of("linear_grad_input", g.len, dout)?;
     dx.need("linear_grad_input", "dx", &[DType::F32], n * din)?;
+    let dtypes: &[DType] = if p == Precision::F32 { &[DType::F32] } else { &[DType::F32, DType::Bf16] };
+    w.need("linear_grad_input", "w", dtypes, dout * din)?;
     product(c, n, din, dout, (g, plain(dout)), (w, plain(din)), dx, add, p)
 }
 

@@ -14,7 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use cppo_kernels::attention::{AttnLayout, Attention};
-use cppo_kernels::backend::{AdamWStep, Backend, CacheLayout, CachedQuery, Product};
+use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend, CacheLayout, CachedQuery, Product};
 use cppo_kernels::cpu::Cpu;
 use cppo_kernels::logprob::Gather;
 use cppo_kernels::rope::RopeTable;
@@ -60,7 +60,7 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
 }
 
 /// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).
-pub const CHECKS: usize = 69;
+pub const CHECKS: usize = 81;
 
 fn down<B: Backend<T = f32>>(b: &B, x: &B::Buf) -> Vec<f32> {
     b.download(b.view(x))
@@ -157,6 +157,17 @@ fn linear<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report)
             c.linear_grad_input(&mut cdx, &gy, &w, din, dout, add, p);
             r.compare(&format!("linear_grad_input {pn}{}", if add { ", added to" } else { "" }), &down(b, &bdx), &cdx, rel);
         }
+        // From a weight's bf16 copy (a frozen bf16 base, or the update's copy of a trained weight):
+        // as from the weight rounded to bf16, at every precision.
+        let (bh, ch) = (b.to_half(b.view(&bw)), c.to_half(&w));
+        let (mut by, mut cy) = (b.upload(&nan(n * dout)), nan(n * dout));
+        b.linear_half(b.view(&bx), &bh, Some(b.view(&bb)), din, dout, b.view_mut(&mut by), false, p);
+        c.linear_half(&x, &ch, Some(&bias), din, dout, &mut cy, false, p);
+        r.compare(&format!("linear_half {pn}"), &down(b, &by), &cy, rel);
+        let (mut bdx, mut cdx) = (b.upload(&nan(n * din)), nan(n * din));
+        b.linear_grad_input_half(b.view_mut(&mut bdx), b.view(&bg), &bh, din, dout, false, p);
+        c.linear_grad_input_half(&mut cdx, &gy, &ch, din, dout, false, p);
+        r.compare(&format!("linear_grad_input_half {pn}"), &down(b, &bdx), &cdx, rel);
         let bgw = b.linear_grad_weight(b.view(&bg), b.view(&bx), din, dout, p);
         r.compare(&format!("linear_grad_weight {pn}"), &down(b, &bgw), &c.linear_grad_weight(&gy, &x, din, dout, p), rel);
     }
@@ -167,6 +178,7 @@ fn linear<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report)
     let y3 = g.values(n * d3, 1.0);
     let (bw2, bw3, bb2) = (b.upload(&w2), b.upload(&w3), b.upload(&b2));
     let half = b.to_half(b.view(&bw));
+    r.compare("upload_half (bf16 storage from the host)", &down(b, &b.widen(&b.upload_half(&c.to_half(&w)))), &c.widen(&c.to_half(&w)), 0.0);
     let (mut o1, mut o2, mut o3) = (b.upload(&nan(n * dout)), b.upload(&nan(n * d2)), b.upload(&y3));
     {
         let mut outs = [
@@ -350,6 +362,33 @@ fn adamw<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) 
     r.compare("adamw weights", &down(b, &bw), &cw, F32);
     r.compare("adamw first moment", &down(b, &bm), &cm, F32);
     r.compare("adamw second moment", &down(b, &bv), &cv, F32);
+
+    // Every parameter at once over flat gradients and moments, two of three keeping a bf16 copy.
+    let lens = [g.range(1, 300), g.range(300, 700), g.range(1, 40)];
+    let total: usize = lens.iter().sum();
+    let (grad, m) = (g.values(total, 0.1), g.values(total, 0.01));
+    let v: Vec<f32> = g.values(total, 1e-3).iter().map(|x| x.abs()).collect();
+    let ws: Vec<Vec<f32>> = lens.iter().map(|&n| g.values(n, 1.0)).collect();
+    let (bg, mut bm, mut bv) = (b.upload(&grad), b.upload(&m), b.upload(&v));
+    let mut bws: Vec<B::Buf> = ws.iter().map(|w| b.upload(w)).collect();
+    let mut bhs: Vec<B::Half> = ws.iter().map(|w| b.to_half(b.view(&b.upload(&nan(w.len()))))).collect();
+    let (mut cws, mut chs) = (ws.clone(), ws.iter().map(|w| c.to_half(w)).collect::<Vec<_>>());
+    let (mut cm, mut cv) = (m.clone(), v.clone());
+    let offsets: Vec<usize> = lens.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+    let params = |n: usize| (n != 1, n != 2);
+    let bp = bws.iter_mut().zip(bhs.iter_mut()).enumerate().map(|(i, (w, h))| AdamWParam { w: b.view_mut(w), half: params(i).0.then_some(h), offset: offsets[i], decay: params(i).1 }).collect();
+    b.adamw_all(bp, b.view(&bg), b.view_mut(&mut bm), b.view_mut(&mut bv), &s);
+    let cp = cws.iter_mut().zip(chs.iter_mut()).enumerate().map(|(i, (w, h))| AdamWParam { w: &mut w[..], half: params(i).0.then_some(h), offset: offsets[i], decay: params(i).1 }).collect();
+    c.adamw_all(cp, &grad, &mut cm, &mut cv, &s);
+    for i in 0..lens.len() {
+        r.compare(&format!("adamw_all weights of parameter {i}"), &down(b, &bws[i]), &cws[i], F32);
+        if params(i).0 {
+            // One bf16 step apart at most where the f32 results straddle a rounding tie (FMA on a GPU).
+            r.compare(&format!("adamw_all bf16 copy of parameter {i}"), &down(b, &b.widen(&bhs[i])), &c.widen(&chs[i]), BF16);
+        }
+    }
+    r.compare("adamw_all first moments", &down(b, &bm), &cm, F32);
+    r.compare("adamw_all second moments", &down(b, &bv), &cv, F32);
 }
 
 #[cfg(test)]

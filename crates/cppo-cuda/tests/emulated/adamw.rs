@@ -92,3 +92,64 @@ fn a_non_finite_gradient_norm_updates_nothing() {
     assert_eq!(emu.read::<f32>(p), p0);
     assert_eq!(emu.read::<f32>(m), vec![0f32; n]);
 }
+
+#[test]
+fn one_launch_over_many_tensors_matches_the_cpu_optimizer_per_tensor() {
+    let mut r = rng("adamw_tensors");
+    // Lengths around the chunk (one short, one exact, several chunks with a tail, an empty tensor),
+    // placed in the flat buffers out of order and with a gap, so offsets are really used.
+    let lens = [70usize, 64, 3, 200, 0];
+    let offsets = [300usize, 0, 64, 67, 290];
+    let total = 400;
+    let h = Hyper { lr: 2e-3, beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0.1, step: 4 };
+    for t in tunes() {
+        let mut emu = Emu::new();
+        let g = uniform(&mut r, total, -1.0, 1.0);
+        let (m0, v0) = (uniform(&mut r, total, -0.01, 0.01), uniform(&mut r, total, 0.0, 1e-4));
+        let (gb, mb, vb) = (emu.upload(&g), emu.upload(&m0), emu.upload(&v0));
+        let mut cpu = Vec::new();
+        let mut list = Vec::new();
+        for (i, (&n, &off)) in lens.iter().zip(&offsets).enumerate() {
+            let p = uniform(&mut r, n, -1.0, 1.0);
+            let pb = (i % 2 == 0).then(|| emu.alloc(Bf16, n));
+            list.push(adamw::Tensor { p: emu.upload(&p), p_bf16: pb, offset: off, decay: i != 1 });
+            cpu.push(Cpu { p, m: m0[off..off + n].to_vec(), v: v0[off..off + n].to_vec() });
+        }
+        let table = adamw::TensorTable::new(&list, total, 64, &h).unwrap();
+        assert_eq!(table.blocks(), 2 + 1 + 1 + 4);
+        let up = [emu.upload(&table.tensors), emu.upload(&table.decays), emu.upload(&table.chunks)];
+        let clip = 0.75;
+        let stats = emu.upload(&[1.0f64, clip]);
+        adamw::update_tensors(&mut emu, &t, &table, up, gb, mb, vb, &h, stats).unwrap();
+        let (m1, v1) = (emu.read::<f32>(mb), emu.read::<f32>(vb));
+        for (i, (c, x)) in cpu.iter_mut().zip(&list).enumerate() {
+            let off = offsets[i];
+            cpu_update(c, &g[off..off + lens[i]], &h, x.decay, clip as f32);
+            let f = |x: &[f32]| x.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+            assert_close("p", &emu.read::<f32>(x.p), &f(&c.p), 2e-7, 1e-9);
+            assert_close("m", &m1[off..off + lens[i]], &f(&c.m), 2e-7, 1e-12);
+            assert_close("v", &v1[off..off + lens[i]], &f(&c.v), 2e-7, 1e-15);
+            if let Some(pb) = x.p_bf16 {
+                let bf: Vec<u16> = emu.read::<bf16>(pb).iter().map(|x| x.to_bits()).collect();
+                let want: Vec<u16> = c.p.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+                assert_eq!(bf, want, "tensor {i}: the bf16 copy is the rounded master weight");
+            }
+        }
+        // The gap between tensors (260..290 and 290..300 hold the empty tensor) is left alone.
+        assert_eq!(&m1[267..300], &m0[267..300], "moments outside every tensor changed");
+    }
+}
+
+#[test]
+fn a_tensor_table_refuses_overlaps_and_tensors_past_the_flat_buffers() {
+    let mut emu = Emu::cpu();
+    let h = Hyper { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step: 1 };
+    let (a, b) = (emu.alloc(cppo_cuda::DType::F32, 10), emu.alloc(cppo_cuda::DType::F32, 10));
+    let t = |p, offset| adamw::Tensor { p, p_bf16: None, offset, decay: true };
+    assert!(adamw::TensorTable::new(&[t(a, 0), t(b, 10)], 20, 4, &h).is_ok());
+    let overlap = adamw::TensorTable::new(&[t(a, 0), t(b, 9)], 20, 4, &h).unwrap_err().to_string();
+    assert!(overlap.contains("overlap"), "{overlap}");
+    let past = adamw::TensorTable::new(&[t(a, 0), t(b, 11)], 20, 4, &h).unwrap_err().to_string();
+    assert!(past.contains("tensor 1"), "{past}");
+    assert!(adamw::TensorTable::new(&[t(a, 0)], 20, 0, &h).is_err());
+}

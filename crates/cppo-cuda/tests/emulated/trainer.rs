@@ -6,7 +6,7 @@
 #[path = "../../../cppo-train/tests/common/mod.rs"]
 mod common;
 
-use common::device_runs::{assert_agree, run};
+use common::device_runs::{assert_agree, assert_agree_within, run};
 use cppo_cuda::backend::CudaBackend;
 use cppo_kernels::cpu::Cpu;
 
@@ -23,4 +23,18 @@ fn training_steps_with_the_update_on_the_emulated_cuda_backend_match_the_cpu() {
     let dev = run("emu-train-cuda", 2, Some(&emulated), &[], None);
     assert!(cpu.metrics.iter().all(|m| m.completions_kept > 0), "every step trained on something");
     assert_agree(&cpu, &dev, "emulated cuda");
+}
+
+#[test]
+fn at_bf16_products_the_emulated_cuda_update_reads_copies_that_the_adamw_launch_keeps_current() {
+    // The update's products from the bf16 copies (`linear_half` on the device), rewritten by the one
+    // AdamW launch over every tensor; the reference's matrices in bf16 only. Tolerances as in
+    // cppo-train's device_update test of the same name: products summed in another order round
+    // the other way now and then.
+    let bf16 = ["optim.matmul_precision=\"bf16\""];
+    let cpu = run::<Cpu<f32>>("emu-bf16-cpu", 1, None, &bf16, None);
+    let dev = run("emu-bf16-cuda", 1, Some(&emulated), &bf16, None);
+    assert_agree_within(&cpu, &dev, "emulated cuda, bf16 products", 1e-2);
+    let far = cpu.weights.iter().zip(&dev.weights).filter(|(a, b)| (*a - *b).abs() > 1e-4).count();
+    assert!(far * 20 < cpu.weights.len(), "{far} of {} weights differ by more than 1e-4", cpu.weights.len());
 }

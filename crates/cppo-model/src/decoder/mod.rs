@@ -68,6 +68,12 @@ impl Param {
         }
     }
 
+    /// A layer's matrix: what the training tape multiplies through `Ctx::linear` (the output
+    /// projection is read by the log-prob kernels instead).
+    pub fn is_layer_matrix(&self) -> bool {
+        self.spec.is_linear() && self.spec.kind != cppo_io::params::ParamKind::LmHead
+    }
+
     /// The bytes this weight holds in memory.
     pub fn bytes(&self) -> usize {
         self.t.elem_count() * self.t.dtype().size_in_bytes() + self.half.as_ref().map_or(0, |h| h.len() * 2)

@@ -5,8 +5,9 @@
 //! time it, without cppo-model depending on it.
 
 use cppo_kernels::backend::Backend;
+use cppo_kernels::Precision;
 
-use super::{tape, Ctx, Decoder, DecoderError, Result};
+use super::{tape, Ctx, Decoder, DecoderError, DeviceHalves, Result};
 
 /// What one forward and backward pass of the tape gave, on the host.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +23,18 @@ pub struct TapeRun {
 /// The decoder's weights in a backend's memory, in parameter order.
 pub struct BackendWeights<B: Backend> {
     pub bufs: Vec<B::Buf>,
+    /// bf16 copies of the matrices (`Decoder::keep_bf16_copies`), kept current by whoever updates
+    /// `bufs` (the trainer's AdamW rewrites both in one launch). bf16 products read them instead of
+    /// rounding the f32 weights at every call; a matrix whose buffer is empty is held only here.
+    pub halves: Option<super::DeviceHalves<B>>,
+}
+
+impl<B: Backend> BackendWeights<B> {
+    /// Weight `i`'s bf16 storage when it is held only in bf16 (its f32 buffer empty).
+    pub fn stored_in_bf16(&self, b: &B, i: usize) -> Option<&B::Half> {
+        let empty = self.bufs.get(i).is_some_and(|x| b.len(b.view(x)) == 0);
+        self.halves.as_ref().and_then(|h| h.get(i)).filter(|_| empty)
+    }
 }
 
 /// One pass on the device: the scored output and entropies (host), every weight's gradient (device).
@@ -40,16 +53,11 @@ impl Decoder {
         }
         let guards = self.weight_guards();
         let host: Vec<&[f32]> = guards.iter().map(|g| g.get::<f32>()).collect::<candle_core::Result<_>>()?;
-        // A weight held in bf16 goes to the device widened (exactly) to f32.
-        let bufs = host
-            .iter()
-            .zip(&self.params)
-            .map(|(w, p)| match &p.half {
-                Some(h) => b.upload(&h.iter().map(|&v| cppo_kernels::skinny::from_bf16(v)).collect::<Vec<f32>>()),
-                None => b.upload(w),
-            })
-            .collect();
-        Ok(BackendWeights { bufs })
+        // A weight held in bf16 (a frozen LoRA base) stays so on the device, its f32 buffer empty.
+        let bufs = host.iter().zip(&self.params).map(|(w, p)| if p.half.is_some() { b.zeros(0) } else { b.upload(w) }).collect();
+        let stored = self.params.iter().any(|p| p.half.is_some());
+        let halves = stored.then(|| DeviceHalves { half: self.params.iter().map(|p| p.half.as_ref().map(|h| b.upload_half(h))).collect() });
+        Ok(BackendWeights { bufs, halves })
     }
 
     /// Runs the tape forward over `groups` (as `grouped_completion_logprobs`) on `b` with the weights
@@ -75,13 +83,13 @@ impl Decoder {
     ) -> Result<DeviceForward<'a, B>> {
         let (tokens, layout, gather, mask) = self.grouped_inputs(groups)?;
         let shape = (gather.out_shape[0], gather.out_shape[1]);
-        self.check_weights(w)?;
+        self.check_weights(b, w)?;
         if let Some(&p) = layout.positions.iter().max() {
             if p >= self.config().max_position_embeddings {
                 return Err(DecoderError::BadInput(format!("forward_on: position {p} beyond max_position_embeddings")));
             }
         }
-        let ctx = DeviceCtx::new(self, b, w);
+        let ctx = DeviceCtx::new(self, b, w, self.matmul != Precision::F32);
         let dropout = if keep_tape { self.next_dropout_key() } else { None };
         let m = ctx.get(self, dropout);
         let (scored, tape) = tape::forward(&m, &tokens, layout, gather, keep_tape, self.temperature)?;
@@ -104,13 +112,17 @@ impl Decoder {
 pub(super) struct DeviceCtx<'a, B: Backend> {
     b: &'a B,
     views: Vec<B::View<'a>>,
-    /// Every weight is on the device in f32 (`upload_weights`): no bf16 storage.
+    /// The matrices' bf16 copies where the decoder's products are bf16 (`BackendWeights::halves`).
     half: Vec<Option<&'a B::Half>>,
 }
 
 impl<'a, B: Backend> DeviceCtx<'a, B> {
-    pub(super) fn new(dec: &Decoder, b: &'a B, w: &'a BackendWeights<B>) -> Self {
-        DeviceCtx { b, views: w.bufs.iter().map(|x| b.view(x)).collect(), half: vec![None; dec.params.len()] }
+    /// Products read a weight's bf16 storage where it has only that, and with `copies` (the
+    /// training tape at bf16 products) the layer matrices' copies too.
+    pub(super) fn new(dec: &Decoder, b: &'a B, w: &'a BackendWeights<B>, copies: bool) -> Self {
+        let read = |i: usize| w.stored_in_bf16(b, i).is_some() || copies && dec.params[i].is_layer_matrix();
+        let half = (0..dec.params.len()).map(|i| w.halves.as_ref().and_then(|h| h.get(i)).filter(|_| read(i))).collect();
+        DeviceCtx { b, views: w.bufs.iter().map(|x| b.view(x)).collect(), half }
     }
 
     pub(super) fn get<'s>(&'s self, dec: &'s Decoder, dropout: Option<super::dropout::DropoutKey>) -> Ctx<'s, 'a, B> {
