@@ -7,8 +7,8 @@ session's scripts/gpu-check.sh.
 
 Measures, each within the time budget (a section that does not fit is reported as skipped, never
 guessed):
-- update tokens/s: forward + backward + torch's fused AdamW, f32 master weights under bf16 autocast,
-  SDPA attention, on batches of random token ids (the loss is the mean token cross-entropy);
+- update tokens/s: forward + backward + gradient clipping + torch's fused AdamW, f32 master
+  weights under bf16 autocast, SDPA attention, on batches of random token ids (the loss is the mean token cross-entropy);
 - generate tokens/s at batch 1, 64 and 256: transformers `generate` on a bf16 copy, sampling at
   temperature 1, every row forced to the same number of new tokens (64-token prompts, 128 new tokens:
   the shapes of cppo's side, `cppo_cuda::cuda::selftest::GEN_SHAPES`);
@@ -67,6 +67,8 @@ def bench_update(model, config, torch, batch, seq, steps, deadline):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(input_ids=ids, labels=ids)
         out.loss.backward()
+        # Global-norm clipping, as a trainer does (TRL's max_grad_norm = 1.0) and cppo's side does.
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
 

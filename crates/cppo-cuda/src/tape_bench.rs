@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use cppo_kernels::backend::{AdamWStep, Backend};
+use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend};
 use cppo_model::Decoder;
 
 use crate::conformance::Rng;
@@ -24,6 +24,8 @@ pub struct Shape {
 pub struct TapeBench {
     pub shape: Shape,
     pub params: usize,
+    /// Parameters that got a gradient and an AdamW update (all of them, for a trainable decoder).
+    pub trained: usize,
     /// Rows the tape runs (the prompt once, each completion but its last token).
     pub rows: usize,
     /// Completion tokens scored per pass.
@@ -73,7 +75,8 @@ impl fmt::Display for TapeBench {
     }
 }
 
-/// Times `shape.repeats` updates after one warm-up. Each timed section ends with a read of a value
+/// Times `shape.repeats` updates of `dec` (a trainable decoder: a frozen one has no weight
+/// gradients to compute or apply) after one warm-up. Each timed section ends with a read of a value
 /// its last operation wrote, so queued device work is inside the timing.
 pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shape: Shape, seed: u64) -> cppo_model::decoder::Result<TapeBench> {
     let vocab = dec.config().vocab_size;
@@ -85,10 +88,18 @@ pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shape: Shape, seed: u64) -
     let groups: [(&[u32], &[&[u32]]); 1] = [(&prompt, &refs)];
     let scored = shape.group * shape.new_tokens.max(1);
     let dlogp = vec![1.0 / scored as f32; scored];
+    // As the trainer keeps them: bf16 copies of the matrices beside the f32 weights (at bf16
+    // products), gradients and moments in flat buffers, one AdamW launch over every tensor.
     let mut w = dec.upload_weights(b)?;
-    let mut moments: Vec<(B::Buf, B::Buf)> = w.bufs.iter().map(|x| (b.zeros(b.len(b.view(x))), b.zeros(b.len(b.view(x))))).collect();
+    if dec.matmul_precision() != cppo_kernels::Precision::F32 {
+        dec.keep_bf16_copies(b, &mut w, true)?;
+    }
+    let lens: Vec<usize> = w.bufs.iter().map(|x| b.len(b.view(x))).collect();
+    let offsets: Vec<usize> = lens.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+    let total = lens.iter().sum();
+    let (mut flat_g, mut m, mut v) = (b.zeros(total), b.zeros(total), b.zeros(total));
     let sync = |x: &B::Buf| b.sum_squares(b.slice(b.view(x), 0..1.min(b.len(b.view(x)))));
-    let (mut tape_s, mut adamw_s) = (0.0, 0.0);
+    let (mut tape_s, mut adamw_s, mut trained_params) = (0.0, 0.0, 0);
     for i in 0..=shape.repeats {
         let step = i as u64 + 1;
         let t0 = Instant::now();
@@ -98,10 +109,29 @@ pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shape: Shape, seed: u64) -
         }
         let t1 = Instant::now();
         let s = AdamWStep { lr: 1e-6, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step, grad_scale: 1.0 };
-        for ((p, (m, v)), gr) in w.bufs.iter_mut().zip(moments.iter_mut()).zip(&run.grads) {
-            let Some(gr) = gr else { continue };
-            b.adamw(b.view_mut(p), b.view(gr), b.view_mut(m), b.view_mut(v), &s);
+        let mut trained = Vec::new();
+        for (p, gr) in run.grads.iter().enumerate() {
+            if let Some(gr) = gr {
+                b.copy(b.view(gr), b.slice_mut(b.view_mut(&mut flat_g), offsets[p]..offsets[p] + lens[p]));
+                trained.push(p);
+            }
         }
+        let norm = b.sum_squares(b.view(&flat_g)).sqrt();
+        let s = AdamWStep { grad_scale: if norm > 1.0 { 1.0 / (norm + 1e-6) } else { 1.0 }, ..s };
+        let mut halves: Vec<Option<&mut B::Half>> = match w.halves.as_mut() {
+            Some(h) => h.slots_mut().collect(),
+            None => lens.iter().map(|_| None).collect(),
+        };
+        let params = w
+            .bufs
+            .iter_mut()
+            .zip(halves.iter_mut())
+            .enumerate()
+            .filter(|(p, _)| trained.contains(p))
+            .map(|(p, (x, h))| AdamWParam { w: b.view_mut(x), half: h.take(), offset: offsets[p], decay: true })
+            .collect();
+        b.adamw_all(params, b.view(&flat_g), b.view_mut(&mut m), b.view_mut(&mut v), &s);
+        trained_params = trained.iter().map(|&p| lens[p]).sum();
         if let Some(last) = w.bufs.last() {
             sync(last);
         }
@@ -113,6 +143,6 @@ pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shape: Shape, seed: u64) -
     }
     let n = shape.repeats.max(1) as f64;
     let rows = shape.prompt_len.max(1) + shape.group * (shape.new_tokens.max(1) - 1);
-    let params = w.bufs.iter().map(|x| b.len(b.view(x))).sum();
-    Ok(TapeBench { shape, params, rows, scored, tape_s: tape_s / n, adamw_s: adamw_s / n })
+    let params = total;
+    Ok(TapeBench { shape, params, trained: trained_params, rows, scored, tape_s: tape_s / n, adamw_s: adamw_s / n })
 }

@@ -71,14 +71,15 @@ pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>) -> Result<Repo
     Ok(report)
 }
 
-/// A random model with `config`'s shapes, products in bf16 operands and f32 sums (the trainer's
-/// default and PyTorch's autocast).
+/// A random model with `config`'s shapes, every weight trainable (a full fine-tune: the update bench
+/// computes and applies every weight's gradient, as PyTorch's side does), products in bf16 operands
+/// and f32 sums (the trainer's default on a GPU and PyTorch's autocast).
 fn bench_model(config: &Path, seed: u64) -> std::result::Result<cppo_model::Decoder, String> {
     let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
     let cfg = cppo_io::hf::parse_config_json(&text, config).map_err(|e| e.to_string())?;
     let init = cppo_model::decoder::RandomInit::default();
     let w = cppo_model::decoder::random_weights(&cfg, seed, &init).map_err(|e| e.to_string())?;
-    let dec = cppo_model::Decoder::new(&cfg, &w, false, &candle_core::Device::Cpu).map_err(|e| e.to_string())?.with_matmul_precision(cppo_kernels::Precision::Bf16);
+    let dec = cppo_model::Decoder::new(&cfg, &w, true, &candle_core::Device::Cpu).map_err(|e| e.to_string())?.with_matmul_precision(cppo_kernels::Precision::Bf16);
     Ok(dec)
 }
 
