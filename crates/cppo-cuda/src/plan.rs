@@ -72,6 +72,12 @@ impl ModelDims {
         attn + bias + qk + 3 * h * i + 2 * h
     }
 
+    /// Parameters of the layers' matrices (attention and MLP projections, no biases or norms).
+    pub fn layer_matrix_params(&self) -> u64 {
+        let (h, i, q, kv) = (self.hidden as u64, self.intermediate as u64, self.q_width() as u64, self.kv_width() as u64);
+        self.layers as u64 * (h * q + 2 * h * kv + q * h + 3 * h * i)
+    }
+
     pub fn params(&self) -> u64 {
         let emb = self.vocab as u64 * self.hidden as u64;
         let head = if self.tied_embeddings { 0 } else { emb };
@@ -120,14 +126,19 @@ impl MemoryPlan {
         let p = m.params();
         let (h, inter, qw, kw) = (m.hidden as u64, m.intermediate as u64, m.q_width() as u64, m.kv_width() as u64);
         let (layers, heads) = (m.layers as u64, m.heads as u64);
+        // bf16 copies of what the products read whole: the layers' matrices and the output
+        // projection (the embedding, when tied); cppo-model's `keep_bf16_copies`.
+        let (matrices, head) = (m.layer_matrix_params(), m.vocab as u64 * h);
         let mut persistent = vec![
-            ("weights, bf16 (the products' operands)", 2 * p),
+            ("bf16 copies of the matrices (the products' operands)", 2 * (matrices + head)),
             ("master weights, f32", 4 * p),
             ("AdamW moments, f32 x 2", 8 * p),
-            ("gradient accumulators, f32", 4 * p),
+            ("gradient accumulators, f32 (one flat buffer)", 4 * p),
         ];
         if r.reference_model {
-            persistent.push(("reference model, bf16", 2 * p));
+            // Its layer matrices in bf16 only; the embedding, norms and biases in f32, and a bf16
+            // copy of the output projection.
+            persistent.push(("reference model (matrices bf16, the rest f32)", 2 * matrices + 4 * (p - matrices) + 2 * head));
         }
         persistent.push(("CUDA context and cuBLASLt workspace", CONTEXT + WORKSPACE));
 
@@ -219,10 +230,14 @@ mod tests {
         let text = plan.to_string();
         assert!(plan.peak_bytes() <= GB80 && mb >= 2, "micro-batch {mb}:\n{text}");
         assert!(whole.peak_bytes() > plan.peak_bytes() || mb == 16);
-        // Persistent: 18 bytes per parameter to train (bf16, f32 master, two f32 moments, f32
-        // gradient), 2 for the reference copy, and the context.
+        // Persistent: 16 bytes per parameter to train (f32 master, two f32 moments, f32 gradient), 2
+        // per matrix and output-projection weight for their bf16 copies; the reference's matrices
+        // in bf16, its embedding (tied to the head) in f32 plus a bf16 copy; and the context.
         let p = m.params();
-        assert_eq!(plan.persistent_bytes(), 20 * p + CONTEXT + WORKSPACE);
+        let (matrices, embedding) = (m.layer_matrix_params(), 151_936 * 1536);
+        assert_eq!(matrices + embedding + 28 * (2 * 1536 + 1536 + 2 * 256) + 1536, p, "matrices, embedding, norms and biases");
+        let reference = 2 * matrices + 6 * embedding + 4 * (p - matrices - embedding);
+        assert_eq!(plan.persistent_bytes(), 16 * p + 2 * (matrices + embedding) + reference + CONTEXT + WORKSPACE);
         eprintln!("micro-batch of {mb} completions:\n{text}");
         assert!(text.contains("master weights") && text.lines().last().expect("a line").starts_with("peak:"), "{text}");
     }
