@@ -1,12 +1,15 @@
 //! Rollouts and the update on a device backend: the policy's weights, its AdamW moments and its
-//! gradients live in the backend's buffers (f32 master weights; the products at the decoder's
-//! precision), the reference's weights too when beta > 0. The step calls `DeviceState::generate` and
+//! gradients live in the backend's buffers (f32 master weights, one per tensor; the moments and the
+//! gradients each in one flat buffer, so one AdamW launch updates every tensor; at bf16 products,
+//! bf16 copies of the matrices that the same launch rewrites), the reference's weights too when
+//! beta > 0 (its matrices in bf16 only at bf16 products). The step calls `DeviceState::generate` and
 //! `DeviceState::update` instead of the CPU paths. The trained weights are copied back into the
 //! decoder's host variables only when evaluation or a save reads them (`Trainer::sync_host_weights`).
 
+use std::ops::Range;
+
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
-use std::ops::Range;
 
 use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend};
 use cppo_kernels::skinny::{from_bf16, to_bf16};
@@ -249,17 +252,18 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         let f = self.policy.forward_on_weights(&dev.b, &dev.policy, qs, true)?;
         let (rows, width) = f.shape;
         let dlogp = loss(&per_question(qs, &f.logprobs, &f.mask, &f.entropy, width), rows, width)?;
-        let grads = f.backward(&dlogp)?;
-        let b = &dev.b;
-        for (p, g) in grads.into_iter().enumerate() {
-            let (Some(g), Some(i)) = (g, dev.var_of[p]) else { continue };
-            let sum = b.slice_mut(b.view_mut(&mut dev.grads), dev.spans[i].clone());
-            if std::mem::replace(&mut dev.written[i], true) {
+        // Each weight's gradient is summed into the flat buffer as soon as its layer is done.
+        let (b, var_of, spans) = (&dev.b, &dev.var_of, &dev.spans);
+        let (sums, written) = (&mut dev.grads, &mut dev.written);
+        f.backward_into(&dlogp, &mut |p, g| {
+            let Some(i) = var_of[p] else { return };
+            let sum = b.slice_mut(b.view_mut(sums), spans[i].clone());
+            if std::mem::replace(&mut written[i], true) {
                 b.add_into(sum, b.view(&g));
             } else {
                 b.copy(b.view(&g), sum);
             }
-        }
+        })?;
         Ok(())
     }
 

@@ -158,6 +158,19 @@ impl<B: Backend<T = f32>> DeviceForward<'_, B> {
         let m = self.ctx.get(self.dec, None);
         Ok(tape::backward(&m, tape, dlogp, &self.dec.trainable_mask()))
     }
+
+    /// `backward`, handing each trainable weight's gradient to `sink` (with the weight's index) as
+    /// soon as its layer is done, so the caller can sum it into its own buffer and free it: at most
+    /// one layer's gradients are held besides the caller's.
+    pub fn backward_into(self, dlogp: &[f32], sink: &mut dyn FnMut(usize, B::Buf)) -> Result<()> {
+        let tape = self.tape.as_ref().ok_or_else(|| DecoderError::BadInput("backward: the forward pass kept no tape".into()))?;
+        if dlogp.len() != self.logprobs.len() {
+            return Err(DecoderError::BadInput(format!("backward: {} output gradients for an output of {}", dlogp.len(), self.logprobs.len())));
+        }
+        let m = self.ctx.get(self.dec, None);
+        tape::backward_with(&m, tape, dlogp, &self.dec.trainable_mask(), sink);
+        Ok(())
+    }
 }
 
 impl Decoder {

@@ -186,6 +186,15 @@ pub(crate) fn logits<B: Backend>(m: &Ctx<B>, tokens: &[u32], layout: AttnLayout)
 /// asked for costs no weight-gradient product (a frozen base under LoRA): only the gradients of the
 /// activations flow through it.
 pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], need: &[bool]) -> Vec<Option<B::Buf>> {
+    let mut grads: Vec<Option<B::Buf>> = (0..m.w.len()).map(|_| None).collect();
+    backward_with(m, tape, dlogp, need, &mut |i, g| grads[i] = Some(g));
+    grads
+}
+
+/// `backward`, handing each weight's gradient to `sink` as soon as its layer is done (with its
+/// index), so a caller that sums them elsewhere (a device trainer's flat buffer) never holds more
+/// than one layer's.
+pub(crate) fn backward_with<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], need: &[bool], sink: &mut dyn FnMut(usize, B::Buf)) {
     let m = &Ctx { dropout: tape.dropout, ..*m };
     let (b, w, ix, cfg) = (m.b, m.w, m.ix, m.cfg);
     let (h, inter, eps, vocab) = (cfg.hidden_size, cfg.intermediate_size, cfg.rms_norm_eps, cfg.vocab_size);
@@ -194,6 +203,16 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
     let mp = tape.precision;
     assert_eq!(need.len(), w.len(), "one flag per weight");
     let mut grads: Vec<Option<B::Buf>> = (0..m.w.len()).map(|_| None).collect();
+    let mut given = vec![false; m.w.len()];
+    let mut flush = |grads: &mut [Option<B::Buf>]| {
+        for (i, g) in grads.iter_mut().enumerate() {
+            if let Some(g) = g.take() {
+                assert!(!given[i], "parameter {i}: two gradients");
+                given[i] = true;
+                sink(i, g);
+            }
+        }
+    };
     // A weight-gradient product, run only for a weight that wants it.
     let wgrad = |i: usize, g: &B::Buf, x: &B::Buf, din: usize, dout: usize| need[i].then(|| b.linear_grad_weight(b.view(g), b.view(x), din, dout, mp));
     let keep = |i: usize, g: B::Buf| need[i].then_some(g);
@@ -278,6 +297,7 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
         adapter::backward(m, li, V, b.view(&hn), b.view(&dv), n, h, kw, b.view_mut(&mut dh), need, &mut grads);
         drop((dq, dk, dv, hn));
         grads[id(InputNorm)] = keep(id(InputNorm), b.rms_norm_backward(b.view(&s.x), at(InputNorm), b.view(&dh), eps, b.view_mut(&mut dx), true));
+        flush(&mut grads);
     }
 
     // The embedding's rows collect the gradient of the tokens that looked them up; a tied embedding
@@ -294,8 +314,8 @@ pub(crate) fn backward<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::T], n
     } else if ix.lm_head != ix.embed {
         grads[ix.lm_head] = keep(ix.lm_head, dhead);
     }
-    for (i, g) in grads.iter().enumerate() {
-        assert!(g.is_some() == need[i], "parameter {i}: gradient wanted {} but the tape gave {}", need[i], g.is_some());
+    flush(&mut grads);
+    for (i, (&g, &n)) in given.iter().zip(need).enumerate() {
+        assert!(g == n, "parameter {i}: gradient wanted {n} but the tape gave {g}");
     }
-    grads
 }
