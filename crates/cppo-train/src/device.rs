@@ -45,8 +45,8 @@ pub trait DeviceState: Send {
     fn download_weights(&self, vars: &[(String, Var)]) -> Result<()>;
     /// Writes the device's AdamW moments and step count into `optimizer` (before it is saved).
     fn download_moments(&self, optimizer: &mut AdamW) -> Result<()>;
-    /// How many of the policy's bf16 copies (kept for bf16 products) hold other values than the
-    /// rounding of its f32 weights, out of how many copies: 0 after every update.
+    /// How many of the policy's bf16 copies of f32 weights (kept for bf16 products) hold other values
+    /// than the rounding of those weights, out of how many such copies: 0 after every update.
     fn stale_bf16_copies(&self) -> (usize, usize);
 }
 
@@ -180,7 +180,9 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
     fn stale_bf16_copies(&self) -> (usize, usize) {
         let Some(halves) = &self.policy.halves else { return (0, 0) };
         let b = &self.b;
-        let copies: Vec<(usize, &B::Half)> = (0..self.policy.bufs.len()).filter_map(|i| halves.get(i).map(|h| (i, h))).collect();
+        // A weight held only in bf16 (a LoRA run's base) has no f32 value to follow.
+        let copies: Vec<(usize, &B::Half)> =
+            (0..self.policy.bufs.len()).filter(|&i| self.policy.stored_in_bf16(b, i).is_none()).filter_map(|i| halves.get(i).map(|h| (i, h))).collect();
         let stale = copies
             .iter()
             .filter(|(i, h)| {
