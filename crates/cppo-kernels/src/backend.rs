@@ -295,6 +295,34 @@ pub trait Backend: Send + Sync {
         dhead: Option<Self::ViewMut<'_>>,
         p: Precision,
     );
+    /// `logprobs` given also `head_half`, a bf16 copy of `head` (its rounding, kept by the caller),
+    /// which a backend may read instead of rounding `head` at bf16 products. The default ignores it:
+    /// bf16 products round `head` to the same values.
+    #[allow(clippy::too_many_arguments)]
+    fn logprobs_half(&self, g: &Gather, h: Self::View<'_>, head: Self::View<'_>, head_half: &Self::Half, vocab: usize, width: usize, keep: bool, p: Precision) -> Scored<Self> {
+        let _ = head_half;
+        self.logprobs(g, h, head, vocab, width, keep, p)
+    }
+    /// `logprobs_backward` given also `head`'s bf16 copy, as `logprobs_half`.
+    #[allow(clippy::too_many_arguments)]
+    fn logprobs_backward_half(
+        &self,
+        g: &Gather,
+        kept: Option<Vec<Self::Buf>>,
+        lse: Self::View<'_>,
+        h: Self::View<'_>,
+        head: Self::View<'_>,
+        head_half: &Self::Half,
+        dlogp: &[Self::T],
+        vocab: usize,
+        width: usize,
+        dh: Self::ViewMut<'_>,
+        dhead: Option<Self::ViewMut<'_>>,
+        p: Precision,
+    ) {
+        let _ = head_half;
+        self.logprobs_backward(g, kept, lse, h, head, dlogp, vocab, width, dh, dhead, p)
+    }
 
     // Generation.
     /// Rotates each head of each row of `x (rows, heads * head_dim)` by its row's position.

@@ -37,7 +37,8 @@ fn tables<D: DeviceSide>(c: &mut Ctx<'_, D>, g: &Gather, h: Buf, head: Buf, voca
     if g.targets.len() != slots || g.out_index.len() != slots {
         return Err(Error::shape(OP, format!("{slots} rows, {} targets, {} output indices", g.targets.len(), g.out_index.len())));
     }
-    head.need(OP, "head", &[DType::F32], vocab * width)?;
+    // A bf16 head is a copy the caller keeps for bf16 products (`logprobs_half`).
+    head.need(OP, "head", &[DType::F32, DType::Bf16], vocab * width)?;
     let rows = h.len.checked_div(width).unwrap_or(0);
     let ids = c.upload_ids(OP, g.rows.iter().copied(), rows)?;
     let hs = c.alloc(DType::F32, slots * width)?;

@@ -483,6 +483,33 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
         self.run("logprobs_backward", |c| logprob::backward(c, g, kept, lse.buf, h.buf, head.buf, dlogp, vocab, width, dh.buf, dhead.map(|d| d.buf), p))
     }
 
+    /// At bf16 products the head's products read its copy as it is, not a rounding made per chunk.
+    fn logprobs_half(&self, g: &Gather, h: View<'_>, head: View<'_>, head_half: &Self::Half, vocab: usize, width: usize, keep: bool, p: Precision) -> Scored<Self> {
+        let head = if p == Precision::F32 { head.buf } else { head_half.buf };
+        self.run("logprobs", |c| {
+            let s = logprob::forward(c, g, h.buf, head, vocab, width, keep, p)?;
+            Ok(Scored { out: s.out, entropy: s.entropy, lse: s.lse, logits: s.logits })
+        })
+    }
+    fn logprobs_backward_half(
+        &self,
+        g: &Gather,
+        kept: Option<Vec<Self::Buf>>,
+        lse: View<'_>,
+        h: View<'_>,
+        head: View<'_>,
+        head_half: &Self::Half,
+        dlogp: &[f32],
+        vocab: usize,
+        width: usize,
+        dh: ViewMut<'_>,
+        dhead: Option<ViewMut<'_>>,
+        p: Precision,
+    ) {
+        let head = if p == Precision::F32 { head.buf } else { head_half.buf };
+        self.run("logprobs_backward", |c| logprob::backward(c, g, kept, lse.buf, h.buf, head, dlogp, vocab, width, dh.buf, dhead.map(|d| d.buf), p))
+    }
+
     fn rope(&self, x: ViewMut<'_>, heads: usize, positions: &[usize], table: &RopeTable) {
         self.run("rope", |c| c.rope(table, x.buf, x.buf, heads, positions, false))
     }

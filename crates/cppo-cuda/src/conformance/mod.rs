@@ -60,7 +60,7 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
 }
 
 /// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).
-pub const CHECKS: usize = 81;
+pub const CHECKS: usize = 87;
 
 fn down<B: Backend<T = f32>>(b: &B, x: &B::Buf) -> Vec<f32> {
     b.download(b.view(x))
@@ -291,6 +291,18 @@ fn logprobs<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Repor
         c.logprobs_backward(&gather, cs.logits, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, Some(&mut cdw), p);
         r.compare(&format!("logprobs_backward dh ({what})"), &down(b, &bdh), &cdh, rel);
         r.compare(&format!("logprobs_backward dhead ({what})"), &down(b, &bdw), &cdw, rel);
+        // With the head's bf16 copy (the trainer's, at bf16 products): the same results, logits
+        // recomputed in the backward.
+        let hh = b.to_half(b.view(&bhead));
+        let bs = b.logprobs_half(&gather, b.view(&bh), b.view(&bhead), &hh, vocab, width, false, p);
+        let cs = c.logprobs(&gather, &h, &head, vocab, width, false, p);
+        r.compare(&format!("logprobs_half ({pn})"), &bs.out, &cs.out, rel);
+        let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
+        let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
+        b.logprobs_backward_half(&gather, None, b.view(&bs.lse), b.view(&bh), b.view(&bhead), &hh, &dlogp, vocab, width, b.view_mut(&mut bdh), Some(b.view_mut(&mut bdw)), p);
+        c.logprobs_backward(&gather, None, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, Some(&mut cdw), p);
+        r.compare(&format!("logprobs_backward_half dh ({pn})"), &down(b, &bdh), &cdh, rel);
+        r.compare(&format!("logprobs_backward_half dhead ({pn})"), &down(b, &bdw), &cdw, rel);
     }
 }
 

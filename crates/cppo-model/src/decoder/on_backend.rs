@@ -118,9 +118,9 @@ pub(super) struct DeviceCtx<'a, B: Backend> {
 
 impl<'a, B: Backend> DeviceCtx<'a, B> {
     /// Products read a weight's bf16 storage where it has only that, and with `copies` (the
-    /// training tape at bf16 products) the layer matrices' copies too.
+    /// training tape at bf16 products) the copies of the layer matrices and the output projection.
     pub(super) fn new(dec: &Decoder, b: &'a B, w: &'a BackendWeights<B>, copies: bool) -> Self {
-        let read = |i: usize| w.stored_in_bf16(b, i).is_some() || copies && dec.params[i].is_layer_matrix();
+        let read = |i: usize| w.stored_in_bf16(b, i).is_some() || copies && (dec.params[i].is_layer_matrix() || i == dec.index.lm_head);
         let half = (0..dec.params.len()).map(|i| w.halves.as_ref().and_then(|h| h.get(i)).filter(|_| read(i))).collect();
         DeviceCtx { b, views: w.bufs.iter().map(|x| b.view(x)).collect(), half }
     }

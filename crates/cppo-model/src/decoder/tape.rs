@@ -154,7 +154,10 @@ pub(crate) fn forward<B: Backend>(
     let x = b.embed(w[ix.embed], h, tokens);
     let (x, saved) = layers(m, x, &attn, n, save);
     let hn = final_norm(m, &x, tempered_norm(m, temperature).as_ref());
-    let mut scored = b.logprobs(&gather, b.view(&hn), w[ix.lm_head], cfg.vocab_size, h, save, m.mp);
+    let mut scored = match m.half[ix.lm_head] {
+        Some(hh) => b.logprobs_half(&gather, b.view(&hn), w[ix.lm_head], hh, cfg.vocab_size, h, save, m.mp),
+        None => b.logprobs(&gather, b.view(&hn), w[ix.lm_head], cfg.vocab_size, h, save, m.mp),
+    };
     let tape = save.then(|| Tape {
         attn,
         dropout: m.dropout,
@@ -224,7 +227,10 @@ pub(crate) fn backward_with<B: Backend>(m: &Ctx<B>, tape: &Tape<B>, dlogp: &[B::
     let mut dhead = b.zeros(if head_grad { vocab * h } else { 0 });
     let kept = tape.logits.lock().ok().and_then(|mut l| l.take());
     let dhead_view = if head_grad { Some(b.view_mut(&mut dhead)) } else { None };
-    b.logprobs_backward(&tape.gather, kept, b.view(&tape.lse), b.view(&hn), w[ix.lm_head], dlogp, vocab, h, b.view_mut(&mut dhn), dhead_view, mp);
+    match m.half[ix.lm_head] {
+        Some(hh) => b.logprobs_backward_half(&tape.gather, kept, b.view(&tape.lse), b.view(&hn), w[ix.lm_head], hh, dlogp, vocab, h, b.view_mut(&mut dhn), dhead_view, mp),
+        None => b.logprobs_backward(&tape.gather, kept, b.view(&tape.lse), b.view(&hn), w[ix.lm_head], dlogp, vocab, h, b.view_mut(&mut dhn), dhead_view, mp),
+    }
     drop(hn);
     // dx: the gradient of the residual stream, walked back through the layers in place.
     let mut dx = b.zeros(n * h);
