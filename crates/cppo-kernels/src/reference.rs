@@ -3,9 +3,11 @@
 //! tests run the decoder on both and compare, so the seam is proven by two implementations; a GPU
 //! backend is checked against the same ground.
 //!
-//! Mixed precision follows the CPU backend's rule: products round their operands to bf16 where
-//! `Precision::Bf16` is asked for and the machine multiplies in bf16 (AVX512-BF16), and a rollout's
-//! bf16 weights meet bf16-rounded inputs where the machine's bf16 dot product would.
+//! Mixed precision follows the CPU backend's rule by default (`new`): products round their operands to
+//! bf16 where `Precision::Bf16` is asked for and the machine multiplies in bf16 (AVX512-BF16), and a
+//! rollout's bf16 weights meet bf16-rounded inputs where the machine's bf16 dot product would.
+//! `rounding_bf16` rounds them on every machine, as a GPU's bf16 products do: the ground a GPU backend
+//! is checked against on a CPU without AVX512-BF16, where the CPU backend multiplies in f32.
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -21,29 +23,47 @@ use crate::{Float, Precision};
 
 /// The reference backend computing in `T` (sums in f64).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Reference<T>(PhantomData<T>);
+pub struct Reference<T> {
+    /// Whether bf16 products round their operands on every machine (`rounding_bf16`), or only where
+    /// the CPU backend would (`new`).
+    always_rounds: bool,
+    _t: PhantomData<T>,
+}
 
 impl<T> Reference<T> {
+    /// bf16 products as the CPU backend computes them on this machine.
     pub const fn new() -> Self {
-        Reference(PhantomData)
+        Reference { always_rounds: false, _t: PhantomData }
+    }
+
+    /// bf16 products that round their operands (f32 elements) on every machine, as cuBLASLt's and
+    /// AVX512-BF16's do.
+    pub const fn rounding_bf16() -> Self {
+        Reference { always_rounds: true, _t: PhantomData }
+    }
+
+    /// The value an operand takes in a product at precision `p`: rounded to bf16 where this
+    /// reference's machine would round it.
+    fn operand(&self, v: T, p: Precision) -> f64
+    where
+        T: Float,
+    {
+        let rounds = p.is_bf16() && (self.always_rounds || Precision::bf16_available()) && std::mem::size_of::<T>() == 4;
+        if rounds {
+            from_bf16(to_bf16(f(v) as f32)) as f64
+        } else {
+            f(v)
+        }
+    }
+
+    /// Whether a product from a bf16 weight copy rounds its input too (a bf16 dot product).
+    fn rounds_inputs_of_half(&self) -> bool {
+        self.always_rounds || dot_bf16_available()
     }
 }
 
 fn f<T: Float>(v: T) -> f64 {
     WithDType::to_f64(v)
-}
-
-/// The value an operand takes in a product at precision `p` (rounded to bf16 where the CPU backend
-/// would round it).
-fn operand<T: Float>(v: T, p: Precision) -> f64 {
-    let rounds = p.is_bf16()
-        && Precision::bf16_available()
-        && std::mem::size_of::<T>() == 4;
-    if rounds {
-        from_bf16(to_bf16(f(v) as f32)) as f64
-    } else {
-        f(v)
-    }
 }
 
 /// `sum_k a(i, k) b(k)` over `k < n`, in f64.
@@ -134,7 +154,11 @@ impl<T: Float> Backend for Reference<T> {
     type ViewMut<'a> = &'a mut [T];
 
     fn name(&self) -> &'static str {
-        "reference"
+        if self.always_rounds {
+            "reference (bf16 products rounded)"
+        } else {
+            "reference"
+        }
     }
 
     fn zeros(&self, n: usize) -> Vec<T> {
@@ -262,8 +286,8 @@ impl<T: Float> Backend for Reference<T> {
             for j in 0..dout {
                 let s = dot(
                     din,
-                    |k| operand(x[i * din + k], p),
-                    |k| operand(w[j * din + k], p),
+                    |k| self.operand(x[i * din + k], p),
+                    |k| self.operand(w[j * din + k], p),
                 ) + bias.map_or(0.0, |b| f(b[j]));
                 y[i * dout + j] = T::of(if add { f(y[i * dout + j]) + s } else { s });
             }
@@ -272,7 +296,7 @@ impl<T: Float> Backend for Reference<T> {
     fn project(&self, x: &[T], n: usize, din: usize, outs: &mut [Product<'_, '_, Self>]) {
         for o in outs.iter_mut() {
             let half = o.half;
-            let rounded_inputs = half.is_some() && dot_bf16_available();
+            let rounded_inputs = half.is_some() && self.rounds_inputs_of_half();
             let wv = |j: usize, k: usize| match half {
                 Some(h) => from_bf16(h[j * din + k]) as f64,
                 None => f(o.w[j * din + k]),
@@ -312,8 +336,8 @@ impl<T: Float> Backend for Reference<T> {
             for k in 0..din {
                 let s = dot(
                     dout,
-                    |j| operand(g[i * dout + j], p),
-                    |j| operand(w[j * din + k], p),
+                    |j| self.operand(g[i * dout + j], p),
+                    |j| self.operand(w[j * din + k], p),
                 );
                 dx[i * din + k] = T::of(if add { f(dx[i * din + k]) + s } else { s });
             }
@@ -333,8 +357,8 @@ impl<T: Float> Backend for Reference<T> {
             for k in 0..din {
                 dw[j * din + k] = T::of(dot(
                     n,
-                    |i| operand(g[i * dout + j], p),
-                    |i| operand(x[i * din + k], p),
+                    |i| self.operand(g[i * dout + j], p),
+                    |i| self.operand(x[i * din + k], p),
                 ));
             }
         }
@@ -468,8 +492,8 @@ impl<T: Float> Backend for Reference<T> {
                 .map(|v| {
                     dot(
                         width,
-                        |c| operand(h[r * width + c], p),
-                        |c| operand(head[v * width + c], p),
+                        |c| self.operand(h[r * width + c], p),
+                        |c| self.operand(head[v * width + c], p),
                     )
                 })
                 .collect();
@@ -508,8 +532,8 @@ impl<T: Float> Backend for Reference<T> {
                 .map(|v| {
                     dot(
                         width,
-                        |c| operand(h[r * width + c], p),
-                        |c| operand(head[v * width + c], p),
+                        |c| self.operand(h[r * width + c], p),
+                        |c| self.operand(head[v * width + c], p),
                     )
                 })
                 .collect();
@@ -523,12 +547,12 @@ impl<T: Float> Backend for Reference<T> {
             for c in 0..width {
                 let s = dot(
                     vocab,
-                    |v| operand(T::of(dz[v]), p),
-                    |v| operand(head[v * width + c], p),
+                    |v| self.operand(T::of(dz[v]), p),
+                    |v| self.operand(head[v * width + c], p),
                 );
                 dh[r * width + c] = T::of(f(dh[r * width + c]) + s);
                 for v in 0..vocab {
-                    dw[v * width + c] += operand(T::of(dz[v]), p) * operand(h[r * width + c], p);
+                    dw[v * width + c] += self.operand(T::of(dz[v]), p) * self.operand(h[r * width + c], p);
                 }
             }
         }

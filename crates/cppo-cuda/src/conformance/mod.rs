@@ -17,6 +17,7 @@ use cppo_kernels::attention::{AttnLayout, Attention};
 use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend, CacheLayout, CachedQuery, Product};
 use cppo_kernels::cpu::Cpu;
 use cppo_kernels::logprob::Gather;
+use cppo_kernels::reference::Reference;
 use cppo_kernels::rope::RopeTable;
 use cppo_kernels::Precision;
 
@@ -26,7 +27,7 @@ pub use compare::{compare, Check, Report, Rng};
 const F32: f64 = 2e-5;
 /// Transcendentals (exp, rsqrt) that may be approximated differently, and softmax chains.
 const F32_MATH: f64 = 2e-4;
-/// Products of bf16-rounded operands (the CPU may not round where its CPU lacks AVX512-BF16).
+/// Products of bf16-rounded operands, against a reference that rounds them too.
 const BF16: f64 = 1e-2;
 
 type Section<B> = fn(&B, &Cpu<f32>, &mut Rng, &mut Report);
@@ -61,6 +62,14 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
 
 /// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).
 pub const CHECKS: usize = 87;
+
+/// What bf16 results are compared with: products that round their operands to bf16 and sum in f32 or
+/// wider, as the device's do, on every CPU. The CPU backend rounds them only where it has AVX512-BF16
+/// and multiplies in f32 elsewhere, so on an AVX2-only machine it would disagree with a correct device
+/// by bf16 rounding wherever a sum cancels.
+fn bf16_reference() -> Reference<f32> {
+    Reference::rounding_bf16()
+}
 
 fn down<B: Backend<T = f32>>(b: &B, x: &B::Buf) -> Vec<f32> {
     b.download(b.view(x))
@@ -140,36 +149,12 @@ fn linear<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report)
     let (bx, bw, bb) = (b.upload(&x), b.upload(&w), b.upload(&bias));
     let gy = g.values(n * dout, 1.0);
     let bg = b.upload(&gy);
+    let case = LinearCase { n, din, dout, x: &x, w: &w, bias: &bias, gy: &gy, bx: &bx, bw: &bw, bb: &bb, bg: &bg };
     for (p, rel, pn) in precisions() {
-        let (mut by, mut cy) = (b.upload(&nan(n * dout)), nan(n * dout));
-        b.linear(b.view(&bx), b.view(&bw), Some(b.view(&bb)), din, dout, b.view_mut(&mut by), false, p);
-        c.linear(&x, &w, Some(&bias), din, dout, &mut cy, false, p);
-        r.compare(&format!("linear {pn}, bias"), &down(b, &by), &cy, rel);
-        let y0 = g.values(n * dout, 1.0);
-        let (mut by, mut cy) = (b.upload(&y0), y0.clone());
-        b.linear(b.view(&bx), b.view(&bw), None, din, dout, b.view_mut(&mut by), true, p);
-        c.linear(&x, &w, None, din, dout, &mut cy, true, p);
-        r.compare(&format!("linear {pn}, added to y"), &down(b, &by), &cy, rel);
-        for add in [false, true] {
-            let d0 = if add { g.values(n * din, 1.0) } else { nan(n * din) };
-            let (mut bdx, mut cdx) = (b.upload(&d0), d0.clone());
-            b.linear_grad_input(b.view_mut(&mut bdx), b.view(&bg), b.view(&bw), din, dout, add, p);
-            c.linear_grad_input(&mut cdx, &gy, &w, din, dout, add, p);
-            r.compare(&format!("linear_grad_input {pn}{}", if add { ", added to" } else { "" }), &down(b, &bdx), &cdx, rel);
+        match p {
+            Precision::F32 => linear_at(b, c, &case, p, rel, pn, g, r),
+            _ => linear_at(b, &bf16_reference(), &case, p, rel, pn, g, r),
         }
-        // From a weight's bf16 copy (a frozen bf16 base, or the update's copy of a trained weight):
-        // as from the weight rounded to bf16, at every precision.
-        let (bh, ch) = (b.to_half(b.view(&bw)), c.to_half(&w));
-        let (mut by, mut cy) = (b.upload(&nan(n * dout)), nan(n * dout));
-        b.linear_half(b.view(&bx), &bh, Some(b.view(&bb)), din, dout, b.view_mut(&mut by), false, p);
-        c.linear_half(&x, &ch, Some(&bias), din, dout, &mut cy, false, p);
-        r.compare(&format!("linear_half {pn}"), &down(b, &by), &cy, rel);
-        let (mut bdx, mut cdx) = (b.upload(&nan(n * din)), nan(n * din));
-        b.linear_grad_input_half(b.view_mut(&mut bdx), b.view(&bg), &bh, din, dout, false, p);
-        c.linear_grad_input_half(&mut cdx, &gy, &ch, din, dout, false, p);
-        r.compare(&format!("linear_grad_input_half {pn}"), &down(b, &bdx), &cdx, rel);
-        let bgw = b.linear_grad_weight(b.view(&bg), b.view(&bx), din, dout, p);
-        r.compare(&format!("linear_grad_weight {pn}"), &down(b, &bgw), &c.linear_grad_weight(&gy, &x, din, dout, p), rel);
     }
     r.compare("linear_grad_bias", &down(b, &b.linear_grad_bias(b.view(&bg), dout)), &c.linear_grad_bias(&gy, dout), F32);
     // The generation path: one weight from its bf16 copy, one with a bias, one added to its output.
@@ -188,19 +173,74 @@ fn linear<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report)
         ];
         b.project(b.view(&bx), n, din, &mut outs);
     }
-    let chalf = c.to_half(&w);
+    // The device rounds the input of a product from a bf16 copy: so does the reference, on every CPU.
+    let h = bf16_reference();
+    let chalf = h.to_half(&w);
     let (mut c1, mut c2, mut c3) = (nan(n * dout), nan(n * d2), y3.clone());
     {
         let mut outs = [
-            Product::<Cpu<f32>> { w: &w, half: Some(&chalf), bias: None, dout, y: &mut c1, add: false },
-            Product::<Cpu<f32>> { w: &w2, half: None, bias: Some(&b2), dout: d2, y: &mut c2, add: false },
-            Product::<Cpu<f32>> { w: &w3, half: None, bias: None, dout: d3, y: &mut c3, add: true },
+            Product::<Reference<f32>> { w: &w, half: Some(&chalf), bias: None, dout, y: &mut c1, add: false },
+            Product::<Reference<f32>> { w: &w2, half: None, bias: Some(&b2), dout: d2, y: &mut c2, add: false },
+            Product::<Reference<f32>> { w: &w3, half: None, bias: None, dout: d3, y: &mut c3, add: true },
         ];
-        c.project(&x, n, din, &mut outs);
+        h.project(&x, n, din, &mut outs);
     }
     r.compare("project from a bf16 copy (to_half)", &down(b, &o1), &c1, BF16);
     r.compare("project with a bias", &down(b, &o2), &c2, F32);
     r.compare("project added to y", &down(b, &o3), &c3, F32);
+}
+
+/// One linear layer's inputs, on the host and on the backend.
+struct LinearCase<'a, B: Backend<T = f32>> {
+    n: usize,
+    din: usize,
+    dout: usize,
+    x: &'a [f32],
+    w: &'a [f32],
+    bias: &'a [f32],
+    gy: &'a [f32],
+    bx: &'a B::Buf,
+    bw: &'a B::Buf,
+    bb: &'a B::Buf,
+    bg: &'a B::Buf,
+}
+
+/// The linear layer's products at precision `p` on `b` against the host backend `h`, which multiplies
+/// as `b` should at that precision.
+#[allow(clippy::too_many_arguments)]
+fn linear_at<B: Backend<T = f32>, H: Backend<T = f32, Buf = Vec<f32>>>(b: &B, h: &H, case: &LinearCase<'_, B>, p: Precision, rel: f64, pn: &str, g: &mut Rng, r: &mut Report) {
+    let LinearCase { n, din, dout, x, w, bias, gy, bx, bw, bb, bg } = *case;
+    let up = |v: &[f32]| h.upload(v);
+    let (hx, hw, hbias, hgy) = (up(x), up(w), up(bias), up(gy));
+    let (mut by, mut cy) = (b.upload(&nan(n * dout)), nan(n * dout));
+    b.linear(b.view(bx), b.view(bw), Some(b.view(bb)), din, dout, b.view_mut(&mut by), false, p);
+    h.linear(h.view(&hx), h.view(&hw), Some(h.view(&hbias)), din, dout, h.view_mut(&mut cy), false, p);
+    r.compare(&format!("linear {pn}, bias"), &down(b, &by), &cy, rel);
+    let y0 = g.values(n * dout, 1.0);
+    let (mut by, mut cy) = (b.upload(&y0), y0.clone());
+    b.linear(b.view(bx), b.view(bw), None, din, dout, b.view_mut(&mut by), true, p);
+    h.linear(h.view(&hx), h.view(&hw), None, din, dout, h.view_mut(&mut cy), true, p);
+    r.compare(&format!("linear {pn}, added to y"), &down(b, &by), &cy, rel);
+    for add in [false, true] {
+        let d0 = if add { g.values(n * din, 1.0) } else { nan(n * din) };
+        let (mut bdx, mut cdx) = (b.upload(&d0), d0.clone());
+        b.linear_grad_input(b.view_mut(&mut bdx), b.view(bg), b.view(bw), din, dout, add, p);
+        h.linear_grad_input(h.view_mut(&mut cdx), h.view(&hgy), h.view(&hw), din, dout, add, p);
+        r.compare(&format!("linear_grad_input {pn}{}", if add { ", added to" } else { "" }), &down(b, &bdx), &cdx, rel);
+    }
+    // From a weight's bf16 copy (a frozen bf16 base, or the update's copy of a trained weight):
+    // as from the weight rounded to bf16, at every precision.
+    let (bh, ch) = (b.to_half(b.view(bw)), h.to_half(h.view(&hw)));
+    let (mut by, mut cy) = (b.upload(&nan(n * dout)), nan(n * dout));
+    b.linear_half(b.view(bx), &bh, Some(b.view(bb)), din, dout, b.view_mut(&mut by), false, p);
+    h.linear_half(h.view(&hx), &ch, Some(h.view(&hbias)), din, dout, h.view_mut(&mut cy), false, p);
+    r.compare(&format!("linear_half {pn}"), &down(b, &by), &cy, rel);
+    let (mut bdx, mut cdx) = (b.upload(&nan(n * din)), nan(n * din));
+    b.linear_grad_input_half(b.view_mut(&mut bdx), b.view(bg), &bh, din, dout, false, p);
+    h.linear_grad_input_half(h.view_mut(&mut cdx), h.view(&hgy), &ch, din, dout, false, p);
+    r.compare(&format!("linear_grad_input_half {pn}"), &down(b, &bdx), &cdx, rel);
+    let bgw = b.linear_grad_weight(b.view(bg), b.view(bx), din, dout, p);
+    r.compare(&format!("linear_grad_weight {pn}"), &down(b, &bgw), &h.linear_grad_weight(h.view(&hgy), h.view(&hx), din, dout, p), rel);
 }
 
 /// Inverse frequencies as Qwen's (theta 10^6) for a head of `d`.
@@ -276,34 +316,61 @@ fn logprobs<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Repor
     let (bh, bhead) = (b.upload(&h), b.upload(&head));
     let dlogp = g.values(out_len, 1.0);
     for ((p, rel, pn), keep) in precisions().into_iter().zip([true, false]) {
-        let rel = rel.max(F32_MATH);
-        let what = format!("{pn}, {} chunks{}", vocab.div_ceil(gather.chunk_cols), if keep { ", logits kept" } else { "" });
-        let bs = b.logprobs(&gather, b.view(&bh), b.view(&bhead), vocab, width, keep, p);
-        let cs = c.logprobs(&gather, &h, &head, vocab, width, keep, p);
-        r.compare(&format!("logprobs ({what})"), &bs.out, &cs.out, rel);
-        let (be, ce): (Vec<f32>, Vec<f32>) = (bs.entropy.iter().map(|&e| e as f32).collect(), cs.entropy.iter().map(|&e| e as f32).collect());
-        r.compare(&format!("logprobs entropy ({what})"), &be, &ce, rel);
-        r.compare(&format!("logprobs lse ({what})"), &down(b, &bs.lse), &cs.lse, rel);
-        let dh0 = g.values(rows * width, 1.0);
-        let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
-        let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
-        b.logprobs_backward(&gather, bs.logits, b.view(&bs.lse), b.view(&bh), b.view(&bhead), &dlogp, vocab, width, b.view_mut(&mut bdh), Some(b.view_mut(&mut bdw)), p);
-        c.logprobs_backward(&gather, cs.logits, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, Some(&mut cdw), p);
-        r.compare(&format!("logprobs_backward dh ({what})"), &down(b, &bdh), &cdh, rel);
-        r.compare(&format!("logprobs_backward dhead ({what})"), &down(b, &bdw), &cdw, rel);
-        // With the head's bf16 copy (the trainer's, at bf16 products): the same results, logits
-        // recomputed in the backward.
-        let hh = b.to_half(b.view(&bhead));
-        let bs = b.logprobs_half(&gather, b.view(&bh), b.view(&bhead), &hh, vocab, width, false, p);
-        let cs = c.logprobs(&gather, &h, &head, vocab, width, false, p);
-        r.compare(&format!("logprobs_half ({pn})"), &bs.out, &cs.out, rel);
-        let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
-        let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
-        b.logprobs_backward_half(&gather, None, b.view(&bs.lse), b.view(&bh), b.view(&bhead), &hh, &dlogp, vocab, width, b.view_mut(&mut bdh), Some(b.view_mut(&mut bdw)), p);
-        c.logprobs_backward(&gather, None, &cs.lse, &h, &head, &dlogp, vocab, width, &mut cdh, Some(&mut cdw), p);
-        r.compare(&format!("logprobs_backward_half dh ({pn})"), &down(b, &bdh), &cdh, rel);
-        r.compare(&format!("logprobs_backward_half dhead ({pn})"), &down(b, &bdw), &cdw, rel);
+        let case = LogprobCase { gather: &gather, h: &h, head: &head, bh: &bh, bhead: &bhead, dlogp: &dlogp, rows, width, vocab, keep };
+        match p {
+            Precision::F32 => logprobs_at(b, c, &case, p, rel, pn, g, r),
+            _ => logprobs_at(b, &bf16_reference(), &case, p, rel, pn, g, r),
+        }
     }
+}
+
+/// One output projection's inputs, on the host and on the backend.
+struct LogprobCase<'a, B: Backend<T = f32>> {
+    gather: &'a Gather,
+    h: &'a [f32],
+    head: &'a [f32],
+    bh: &'a B::Buf,
+    bhead: &'a B::Buf,
+    dlogp: &'a [f32],
+    rows: usize,
+    width: usize,
+    vocab: usize,
+    keep: bool,
+}
+
+/// The log-probs and their backward at precision `p` on `b` against the host backend `hb`, which
+/// multiplies as `b` should at that precision.
+#[allow(clippy::too_many_arguments)]
+fn logprobs_at<B: Backend<T = f32>, H: Backend<T = f32, Buf = Vec<f32>>>(b: &B, hb: &H, case: &LogprobCase<'_, B>, p: Precision, rel: f64, pn: &str, g: &mut Rng, r: &mut Report) {
+    let LogprobCase { gather, h, head, bh, bhead, dlogp, rows, width, vocab, keep } = *case;
+    let (hh, hhead) = (hb.upload(h), hb.upload(head));
+    let rel = rel.max(F32_MATH);
+    let what = format!("{pn}, {} chunks{}", vocab.div_ceil(gather.chunk_cols), if keep { ", logits kept" } else { "" });
+    let bs = b.logprobs(gather, b.view(bh), b.view(bhead), vocab, width, keep, p);
+    let cs = hb.logprobs(gather, hb.view(&hh), hb.view(&hhead), vocab, width, keep, p);
+    r.compare(&format!("logprobs ({what})"), &bs.out, &cs.out, rel);
+    let (be, ce): (Vec<f32>, Vec<f32>) = (bs.entropy.iter().map(|&e| e as f32).collect(), cs.entropy.iter().map(|&e| e as f32).collect());
+    r.compare(&format!("logprobs entropy ({what})"), &be, &ce, rel);
+    r.compare(&format!("logprobs lse ({what})"), &down(b, &bs.lse), &cs.lse, rel);
+    let dh0 = g.values(rows * width, 1.0);
+    let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
+    let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
+    b.logprobs_backward(gather, bs.logits, b.view(&bs.lse), b.view(bh), b.view(bhead), dlogp, vocab, width, b.view_mut(&mut bdh), Some(b.view_mut(&mut bdw)), p);
+    hb.logprobs_backward(gather, cs.logits, hb.view(&cs.lse), hb.view(&hh), hb.view(&hhead), dlogp, vocab, width, hb.view_mut(&mut cdh), Some(hb.view_mut(&mut cdw)), p);
+    r.compare(&format!("logprobs_backward dh ({what})"), &down(b, &bdh), &cdh, rel);
+    r.compare(&format!("logprobs_backward dhead ({what})"), &down(b, &bdw), &cdw, rel);
+    // With the head's bf16 copy (the trainer's, at bf16 products): the same results, logits
+    // recomputed in the backward.
+    let half = b.to_half(b.view(bhead));
+    let bs = b.logprobs_half(gather, b.view(bh), b.view(bhead), &half, vocab, width, false, p);
+    let cs = hb.logprobs(gather, hb.view(&hh), hb.view(&hhead), vocab, width, false, p);
+    r.compare(&format!("logprobs_half ({pn})"), &bs.out, &cs.out, rel);
+    let (mut bdh, mut cdh) = (b.upload(&dh0), dh0.clone());
+    let (mut bdw, mut cdw) = (b.upload(&nan(vocab * width)), nan(vocab * width));
+    b.logprobs_backward_half(gather, None, b.view(&bs.lse), b.view(bh), b.view(bhead), &half, dlogp, vocab, width, b.view_mut(&mut bdh), Some(b.view_mut(&mut bdw)), p);
+    hb.logprobs_backward(gather, None, hb.view(&cs.lse), hb.view(&hh), hb.view(&hhead), dlogp, vocab, width, hb.view_mut(&mut cdh), Some(hb.view_mut(&mut cdw)), p);
+    r.compare(&format!("logprobs_backward_half dh ({pn})"), &down(b, &bdh), &cdh, rel);
+    r.compare(&format!("logprobs_backward_half dhead ({pn})"), &down(b, &bdw), &cdw, rel);
 }
 
 fn generation<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
@@ -408,12 +475,23 @@ mod tests {
     use super::*;
     use cppo_kernels::reference::Reference;
 
-    /// The suite accepts an independent correct backend (the plain-loop reference, f64 sums), with
-    /// every check made; so a failure on another backend is that backend's.
+    /// The suite accepts an independent correct backend (the plain-loop reference, f64 sums, bf16
+    /// products rounded as a device rounds them), with every check made; so a failure on another
+    /// backend is that backend's.
     #[test]
     fn the_reference_backend_passes_every_check() {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
-        let report = run(&Reference::<f32>::new(), seed);
+        let report = run(&Reference::<f32>::rounding_bf16(), seed);
+        assert_eq!((report.failed(), report.checks.len()), (0, CHECKS), "{report}");
+    }
+
+    /// The CPU backend rounds bf16 products' operands where it has AVX512-BF16: there its bf16 path, an
+    /// implementation independent of the reference's, passes the bf16 checks too.
+    #[test]
+    #[cfg_attr(not(cppo_isa_avx512bf16), ignore = "the CPU backend rounds bf16 products only with AVX512-BF16, which this CPU lacks or CPPO_MAX_ISA caps")]
+    fn the_cpu_backend_passes_every_check_with_avx512bf16() {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+        let report = run(&Cpu::<f32>::new(), seed);
         assert_eq!((report.failed(), report.checks.len()), (0, CHECKS), "{report}");
     }
 }

@@ -1,5 +1,6 @@
 //! A few policy updates of a small random decoder on both backends, from the same weights: two GRPO
-//! steps over a question's G completions and a CPPO step over the k kept ones, each scored by the
+//! steps over a question's G completions and a CPPO step over the k kept ones, against the reference
+//! backend that rounds bf16 products' operands as the device does, each scored by the
 //! decoder's tape (bf16 products), its loss's gradient (`seq-mean-token-mean` of `-A logp`), the
 //! global gradient norm with clipping, and AdamW. Each step compares the log-probs, the loss, the
 //! gradient norm and the weights' update, then both backends continue from their own weights.
@@ -12,7 +13,7 @@ use cppo_kernels::Precision;
 use cppo_model::decoder::{random_weights, BackendWeights, RandomInit};
 use cppo_model::Decoder;
 
-use super::{Report, Rng, BF16};
+use super::{bf16_reference, Report, Rng, BF16};
 
 /// The loss's gradient through products of bf16 operands: a few roundings deep.
 const STEP: f64 = 5e-2;
@@ -65,12 +66,14 @@ impl<'b, B: Backend<T = f32>> Side<'b, B> {
     }
 }
 
-pub(super) fn decoder_steps<B: Backend<T = f32>>(b: &B, c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
+pub(super) fn decoder_steps<B: Backend<T = f32>>(b: &B, _c: &Cpu<f32>, g: &mut Rng, r: &mut Report) {
     let cfg = ModelConfig::tiny(Architecture::Qwen2);
     let init = RandomInit { std: 0.15, norm_jitter: 0.3, bias_std: 0.2 };
     let w = random_weights(&cfg, g.next_u64(), &init).expect("random weights");
     let dec = Decoder::new(&cfg, &w, false, &Device::Cpu).expect("a decoder").with_matmul_precision(Precision::Bf16);
-    let (mut sb, mut sc) = (Side::new(b, &dec), Side::new(c, &dec));
+    // bf16 products: the reference rounds their operands as the device does, on every CPU.
+    let reference = bf16_reference();
+    let (mut sb, mut sc) = (Side::new(b, &dec), Side::new(&reference, &dec));
     let vocab = cfg.vocab_size;
     let toks = |g: &mut Rng, lo: usize, hi: usize| -> Vec<u32> {
         let n = g.range(lo, hi);
