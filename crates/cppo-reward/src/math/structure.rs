@@ -252,7 +252,11 @@ fn build_at(s: &str, depth: usize) -> Ans {
             }
             ("(" | "[", ")" | "]") => {
                 let iu = units(inner);
-                let parts = split_top(inner, &iu, ",");
+                let mut parts = split_top(inner, &iu, ",");
+                if parts.len() == 1 {
+                    // `(1;2)`: coordinates separated by semicolons, where no comma separates them.
+                    parts = split_top(inner, &iu, ";");
+                }
                 if parts.len() == 1 {
                     return build_at(inner, depth + 1);
                 }
@@ -426,8 +430,13 @@ fn rounded_value_agrees(x: &str, ex: &Expr, y: &str, ey: &Expr, budget: &mut Bud
     other.vars.is_empty() && eval::evaluate(other, &[], budget).is_ok_and(|v| rounds_to(decimal, v))
 }
 
-/// Every item of `x` matched to a distinct equivalent item of `y` (greedy, in order).
+/// Every item of `x` matched to a distinct equivalent item of `y` (greedy, in order). Collections of
+/// tuples (points, solutions of a system) are sets: a tuple repeated on one side is the same element.
 fn same_multiset(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
+    let tuples = |v: &[Ans]| !v.is_empty() && v.iter().all(|a| matches!(a, Ans::Tuple { .. }));
+    if tuples(x) && tuples(y) {
+        return covers(x, y, budget) && covers(y, x, budget);
+    }
     if x.len() != y.len() {
         return false;
     }
@@ -442,6 +451,11 @@ fn same_multiset(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
         return false;
     }
     true
+}
+
+/// Every item of `x` has an equivalent item in `y`.
+fn covers(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
+    x.iter().all(|a| y.iter().any(|b| equivalent(a, b, budget)))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod inequalities;
 mod labelled_answers;
 mod relations;
 mod several_answers;
+mod sets_of_tuples;
 mod thousands_separators;
 mod unboxed_answers;
 
