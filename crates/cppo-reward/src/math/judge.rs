@@ -7,6 +7,9 @@
 //! (a multi-part answer). The completion is correct when either reading equals either reading of the
 //! gold. A lone box never equals a list of several different items, so boxing one of two required
 //! answers stays wrong unless it is the reference's last box, as before.
+//!
+//! Alternatives: a gold that offers one tuple in several orders joined by "or" accepts each order
+//! alone ([`alternatives`]).
 
 use std::borrow::Cow;
 
@@ -14,7 +17,7 @@ use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, MAX_ITEMS, STEP_BUDG
 use crate::scan::trailing_boxes;
 use crate::clip;
 
-use super::structure::{self, describe};
+use super::structure::{self, describe, Ans};
 use super::{compare_forms, extract_answer_counting, gold_answer_counting, normalize, Source, Verdict};
 
 /// One comparison: the answer as read, the gold as read, and the verdict.
@@ -84,7 +87,43 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
             }
         }
     }
+    for alternative in alternatives(gold) {
+        let c = Compared::new(answer.into(), alternative.into());
+        let equal = c.verdict.equal;
+        tried.push(c);
+        if equal {
+            break;
+        }
+    }
     Judgement::Compared { source, tried }
+}
+
+/// `(11,7) or (7,11)`: a gold that offers one tuple in several orders, joined by "or" (and no "and"),
+/// accepts each of them alone. Other lists joined by "or" (`x = 2 or x = 3`, `(1,2) or (3,4)`) are
+/// all the solutions, and stay one answer.
+fn alternatives(gold: &str) -> Vec<String> {
+    let says_or = gold.contains(" or ") || gold.contains("{or}") || gold.contains("{ or }");
+    if !says_or || gold.contains("and") || gold.len() > MAX_ANSWER_BYTES {
+        return Vec::new();
+    }
+    let Ok(normal) = normalize(gold) else { return Vec::new() };
+    let us = structure::units(&normal);
+    let parts = structure::split_top(&normal, &us, ",");
+    if parts.len() < 2 || parts.len() > MAX_ITEMS {
+        return Vec::new();
+    }
+    // Each part's coordinates, sorted: the parts are one tuple reordered when these agree.
+    let mut coordinates = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let Ans::Tuple { items, .. } = structure::build(part) else { return Vec::new() };
+        let mut texts: Vec<String> = items.iter().map(describe).collect();
+        texts.sort_unstable();
+        coordinates.push(texts);
+    }
+    if coordinates.windows(2).any(|w| w[0] != w[1]) {
+        return Vec::new();
+    }
+    parts.iter().map(|p| p.to_string()).collect()
 }
 
 /// An answer as compared: normalised when short enough to be.

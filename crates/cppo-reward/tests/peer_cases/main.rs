@@ -9,6 +9,7 @@ mod digits_in_words;
 mod equations;
 mod inequalities;
 mod labelled_answers;
+mod or_and_golds;
 mod relations;
 mod several_answers;
 mod sets_of_tuples;
