@@ -8,6 +8,8 @@
 //! gold. A lone box never equals a list of several different items, so boxing one of two required
 //! answers stays wrong unless it is the reference's last box, as before.
 //!
+//! Labelled golds: `AB=4, CD=5` also accepts the bare values in the labels' order ([`labelled`]).
+//!
 //! Alternatives: a gold that offers one tuple in several orders joined by "or" accepts each order
 //! alone ([`alternatives`]).
 
@@ -17,6 +19,7 @@ use crate::limits::{MAX_ANSWER_BYTES, MAX_COMPLETION_BYTES, MAX_ITEMS, STEP_BUDG
 use crate::scan::trailing_boxes;
 use crate::clip;
 
+use super::label::bare_values;
 use super::structure::{self, describe, Ans};
 use super::{compare_forms, extract_answer_counting, gold_answer_counting, normalize, Source, Verdict};
 
@@ -87,6 +90,13 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
             }
         }
     }
+    if let Some(c) = labelled(answer, gold) {
+        let equal = c.verdict.equal;
+        tried.push(c);
+        if equal {
+            return Judgement::Compared { source, tried };
+        }
+    }
     for alternative in alternatives(gold) {
         let c = Compared::new(answer.into(), alternative.into());
         let equal = c.verdict.equal;
@@ -96,6 +106,28 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
         }
     }
     Judgement::Compared { source, tried }
+}
+
+/// A labelled gold (`AB=4, CD=5`; `p=5, q=2; p=7, q=2`) against the bare values in the labels' order:
+/// the answer `4, 5` is read as the tuple `(4,5)`, and the gold as its values, `(4,5)` (one group) or
+/// the set of tuples `(5,2),(7,2)` (several groups). A labelled answer is compared as it is, names
+/// and all; a bare one in another order is wrong.
+fn labelled<'a>(answer: &'a str, gold: &'a str) -> Option<Compared<'a>> {
+    if !gold.contains('=') || answer.contains('=') || answer.len() > MAX_ANSWER_BYTES || gold.len() > MAX_ANSWER_BYTES {
+        return None;
+    }
+    let bare = bare_values(&normalize(gold).ok()?)?;
+    let answer_normal = normalize(answer).ok()?;
+    let answer_form = if bare.groups == 1 {
+        match structure::build(&answer_normal) {
+            Ans::List(items) if items.len() == bare.per_group => format!("({answer_normal})"),
+            Ans::Tuple { .. } => answer_normal,
+            _ => return None,
+        }
+    } else {
+        answer_normal
+    };
+    Some(Compared::new(answer_form.into(), bare.text.into()))
 }
 
 /// `(11,7) or (7,11)`: a gold that offers one tuple in several orders, joined by "or" (and no "and"),

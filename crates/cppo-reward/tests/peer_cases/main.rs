@@ -9,6 +9,7 @@ mod digits_in_words;
 mod equations;
 mod inequalities;
 mod labelled_answers;
+mod labelled_golds;
 mod or_and_golds;
 mod relations;
 mod several_answers;
