@@ -91,11 +91,17 @@ pub fn last_boxed_counting(text: &str) -> (Option<&str>, usize) {
 /// Longest text between two boxes that can still join them into one answer.
 const MAX_CONNECTOR_BYTES: usize = 80;
 
+/// Most words about a box (a unit, a label such as `for part (a)`) between it and the connective that
+/// joins it to the next box.
+const MAX_LABEL_WORDS: usize = 4;
+
 /// The boxes that end the text together, in order, when there are several: the last box and the boxes
 /// before it that only connecting text separates from it (`\boxed{-2} and \boxed{1}`,
 /// `$x = \boxed{3}$ or $x = \boxed{-5}$`, `\boxed{1}\boxed{2}`). Connecting text is punctuation
 /// (`,` `;`), `and`, `or`, math delimiters, spacing, `\text{}` around those, and a short name with `=`
-/// right before a box. Prose between two boxes (`First \boxed{3}. Then \boxed{4}`) separates them.
+/// right before a box; a few words about the box before may precede the connective (`\boxed{1} papers
+/// and \boxed{2}`, `\boxed{a} for part (a) and \boxed{b}`). Other prose between two boxes
+/// (`First \boxed{3}. Then \boxed{4}`, `\boxed{5} or maybe \boxed{6}`) separates them.
 /// Boxes inside other boxes are not counted. Empty when fewer than two boxes end the text together, or
 /// when more than `max_boxes` do or their contents exceed `max_bytes` in all.
 pub fn trailing_boxes(text: &str, max_boxes: usize, max_bytes: usize) -> Vec<&str> {
@@ -211,7 +217,20 @@ fn connects(between: &str) -> bool {
         }
         t.truncate(before.len() - name_len);
     }
-    t.split(|c: char| c.is_whitespace() || c == ',' || c == ';').all(|w| matches!(w, "" | "and" | "or"))
+    // Up to MAX_LABEL_WORDS words about the box before (`papers`, `for part (a)`) may precede the
+    // connective; nothing but connectives may follow it.
+    let t = t.replace([',', ';'], " , ");
+    let words: Vec<&str> = t.split_whitespace().collect();
+    let is_connective = |w: &&str| matches!(*w, "," | "and" | "or");
+    let labels = words.iter().take_while(|w| !is_connective(w)).count();
+    if labels == 0 {
+        return words.iter().all(is_connective);
+    }
+    let is_label = |w: &&str| w.chars().all(|c| c.is_ascii_alphabetic() || "()'".contains(c));
+    labels <= MAX_LABEL_WORDS
+        && labels < words.len()
+        && words[..labels].iter().all(is_label)
+        && words[labels..].iter().all(is_connective)
 }
 
 /// A math span delimited by `$...$`, `$$...$$`, `\(...\)` or `\[...\]`: the content of the last one.
@@ -397,6 +416,12 @@ mod tests {
         assert!(group(r"\boxed{5}").is_empty());
         assert!(group(r"\boxed{\boxed{5}}").is_empty());
         assert!(group(r"\boxed{3} x = 2 \boxed{4}").is_empty());
+        assert_eq!(group(r"\boxed{1} papers and \boxed{2} bins"), ["1", "2"]);
+        assert_eq!(group(r"\boxed{7} for part (a), and \boxed{9} for part (b)."), ["7", "9"]);
+        assert!(group(r"\boxed{5} or maybe \boxed{6}").is_empty());
+        assert!(group(r"\boxed{5} and then we add \boxed{6}").is_empty());
+        assert!(group(r"\boxed{5} is far too large for the box and \boxed{6}").is_empty());
+        assert!(group(r"\boxed{5} papers \boxed{6}").is_empty());
         assert!(trailing_boxes(r"\boxed{1} \boxed{2} \boxed{3}", 2, 4096).is_empty());
         assert!(trailing_boxes(r"\boxed{1} \boxed{2}", 4, 1).is_empty());
     }
