@@ -8,6 +8,7 @@ mod boxes_with_text;
 mod decimals;
 mod digits_in_words;
 mod equations;
+mod equivalent_forms;
 mod inequalities;
 mod labelled_answers;
 mod labelled_golds;
