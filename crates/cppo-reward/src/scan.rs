@@ -331,6 +331,71 @@ pub fn after_answer_phrase(text: &str) -> Option<&str> {
     (!line.is_empty()).then_some(line)
 }
 
+/// Verbs after which a final sentence states its value: "the largest $n$ is 34", "there are 12 ways".
+const COPULAS: &[&str] = &["is", "are", "was", "were", "equals"];
+
+/// The value a prose sentence states (the text after "answer is" when that is a sentence whose subject
+/// is something else): after its last copula ([`COPULAS`], outside math), a math span or a number
+/// (`-12`, `1,000`, `1 000`, `3.5`, `7/2`) followed only by words (`ways`, `square units`). `None` when
+/// the sentence has no copula, something else follows it (`not 34`, `the answer`), or the rest holds
+/// another number (`3 more than 31`): then the sentence is not reduced.
+pub fn sentence_value(sentence: &str) -> Option<&str> {
+    let b = sentence.as_bytes();
+    let (mut depth, mut in_math) = (0usize, false);
+    let mut after_copula = None;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'{' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            b'$' => in_math = !in_math,
+            b' ' if depth == 0 && !in_math => {
+                let word_end = b[i + 1..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + 1 + p);
+                if COPULAS.contains(&&sentence[i + 1..word_end]) {
+                    after_copula = Some(word_end);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let rest = sentence[after_copula?..].trim_start();
+    let (value, tail) = if rest.starts_with('$') || rest.starts_with("\\(") {
+        let end = first_span_end(rest);
+        (last_inline_math(&rest[..end])?, &rest[end..])
+    } else {
+        let end = leading_number(rest)?;
+        (&rest[..end], &rest[end..])
+    };
+    let words_only = tail.bytes().all(|c| !(c.is_ascii_digit() || c == b'$' || c == b'\\' || c == b'='));
+    words_only.then_some(value)
+}
+
+/// The length of the number that starts `s`: an optional minus, digits in groups (`1,000`, `1 000`), a
+/// decimal part, and a `/` denominator.
+fn leading_number(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let digits = |from: usize| b[from.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut end = usize::from(b.first() == Some(&b'-'));
+    let first = digits(end);
+    if first == 0 {
+        return None;
+    }
+    end += first;
+    // A group ends the number or is followed by a space or punctuation: `3 100-dollar bills` is two.
+    let group_ends = |at: usize| b.get(at).is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'-'));
+    while matches!(b.get(end), Some(b',' | b' ')) && digits(end + 1) == 3 && group_ends(end + 4) && first <= 3 {
+        end += 4;
+    }
+    for sep in [b'.', b'/'] {
+        if b.get(end) == Some(&sep) && digits(end + 1) > 0 {
+            end += 1 + digits(end + 1);
+        }
+    }
+    Some(end)
+}
+
 /// Where the first sentence of `line` ends: at a full stop followed by whitespace, outside `$...$` and
 /// braces (a decimal point is followed by a digit, so `3.5` goes on); else the whole line.
 fn sentence_end(line: &str) -> usize {
@@ -433,6 +498,21 @@ mod tests {
         assert_eq!(last_inline_math(r"$$a$$ then \[b\]"), Some("b"));
         assert_eq!(last_inline_math(r"$a$ then $unclosed"), Some("a"));
         assert_eq!(last_inline_math("no math"), None);
+    }
+
+    #[test]
+    fn values_stated_by_sentences() {
+        assert_eq!(sentence_value("The largest $n$ is 34"), Some("34"));
+        assert_eq!(sentence_value("Therefore, there are 12 distinct ways"), Some("12"));
+        assert_eq!(sentence_value("the volume of the box is 1 200 cubic units"), Some("1 200"));
+        assert_eq!(sentence_value(r"the ratio is $\frac{3}{4}$ exactly"), Some(r"\frac{3}{4}"));
+        assert_eq!(sentence_value("the mean is -3.5"), Some("-3.5"));
+        assert_eq!(sentence_value("the total is 3 more than 31"), None);
+        assert_eq!(sentence_value("the largest $n$ is not 34"), None);
+        assert_eq!(sentence_value("34 is the answer"), None);
+        assert_eq!(sentence_value("there are 12 boxes and 5 balls"), None);
+        assert_eq!(sentence_value(r"$x$ is 3 where $y = 2$"), None);
+        assert_eq!(sentence_value("120"), None);
     }
 
     #[test]

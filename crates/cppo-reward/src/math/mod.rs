@@ -5,10 +5,10 @@
 //!
 //! The model's answer, from the first source present:
 //! 1. the last complete `\boxed{...}` / `\fbox{...}` / `\boxed X` anywhere in the completion;
-//! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else its last `$...$`,
-//!    else the whole content;
+//! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else the value its
+//!    content states as a sentence (see 3), else its last `$...$`, else the whole content;
 //! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its
-//!    sentence);
+//!    sentence; a sentence about something else, "The largest $n$ is 34", gives the value it states);
 //! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
 //!
 //! A completion or reference that ends with several boxes joined by `and`, `or` or commas is also read
@@ -39,7 +39,7 @@ pub use normalize::normalize;
 use judge::{judge, Judgement};
 
 use crate::limits::{MAX_ANSWER_BYTES, STEP_BUDGET};
-use crate::scan::{after_answer_phrase, last_boxed_counting, last_inline_math, last_tag_content};
+use crate::scan::{after_answer_phrase, last_boxed_counting, last_inline_math, last_tag_content, sentence_value};
 use crate::{clip, Reward, Score};
 
 /// Where in the completion the answer was found.
@@ -103,15 +103,24 @@ pub(crate) fn extract_answer_counting(completion: &str) -> Option<(&str, Source,
         return Some((b, Source::Boxed, boxes));
     }
     if let Some(content) = last_tag_content(completion, "answer") {
-        let inner = after_answer_phrase(content).or_else(|| last_inline_math(content)).unwrap_or(content.trim());
+        let inner = answer_sentence(content)
+            .or_else(|| sentence_value(content.trim()))
+            .or_else(|| last_inline_math(content))
+            .unwrap_or(content.trim());
         if !inner.is_empty() {
             return Some((inner, Source::AnswerTag, 0));
         }
     }
-    if let Some(a) = after_answer_phrase(completion) {
+    if let Some(a) = answer_sentence(completion) {
         return Some((a, Source::AnswerPhrase, 0));
     }
     last_inline_math(completion).map(|m| (m, Source::InlineMath, 0))
+}
+
+/// What follows the last "answer is" / "answer:", reduced to the value it states when it is a sentence
+/// about something else ("Final Answer: The largest $n$ is 34." gives 34; see [`sentence_value`]).
+fn answer_sentence(text: &str) -> Option<&str> {
+    after_answer_phrase(text).map(|a| sentence_value(a).unwrap_or(a))
 }
 
 /// How a comparison reached its verdict.

@@ -13,6 +13,7 @@ mod inequalities;
 mod labelled_answers;
 mod labelled_golds;
 mod or_and_golds;
+mod prose_sentences;
 mod relations;
 mod several_answers;
 mod sets_of_tuples;
