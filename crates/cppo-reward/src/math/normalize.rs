@@ -6,7 +6,8 @@
 //! `$`, `\%`, `^\circ`; `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
 //! `5\text{ cm}` -> `5`); trailing unit words dropped (known ones like `cm`, or any word of three or more
 //! letters after a number: `18 apples` -> `18`); `or` / `and` between items (plain or in `\text{}`) -> `,`;
-//! thousands separators removed (`1,\!000`, `1{,}000` anywhere; `1,000` when it is the whole answer); `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
+//! thousands separators removed (`1,\!000`, `1{,}000` and `1 000` anywhere; `1,000` when it is the whole
+//! answer), while other spaces between digits keep two numbers apart (`12 34`); `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
 //! dropped. Set braces `\{ \}` are kept: they mean an unordered set.
 
 use super::latex::{parse, Node, TreeError};
@@ -178,6 +179,8 @@ struct Writer {
     after_cmd: bool,
     /// A comma was followed by a space somewhere: commas separate items, not thousands.
     comma_space: bool,
+    /// Where the digit group after the last space joined as a thousands separator starts.
+    joined_group: Option<usize>,
 }
 
 /// One macro argument: a group's contents, or a single node.
@@ -242,6 +245,15 @@ impl Writer {
                 if self.out.ends_with(',') {
                     self.comma_space = true;
                 }
+                let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
+                if self.out.ends_with(|c: char| c.is_ascii_digit()) && digit_at(i + 1) {
+                    if self.thousands_space(nodes, i) {
+                        self.joined_group = Some(self.out.len());
+                    } else {
+                        // `1 2`, `12 34`: two numbers, not one.
+                        self.out.push(' ');
+                    }
+                }
                 i + 1
             }
             Node::Group(g) => {
@@ -279,6 +291,21 @@ impl Writer {
             Node::Char(c) => self.char_node(nodes, i, *c),
             Node::Cmd(name) => self.command(nodes, i, name),
         }
+    }
+
+    /// Whether the space at `i`, between digits, separates thousands: three digits follow it (and no
+    /// fourth), and the digits before it are the 1 to 3 that start a number or the group that the
+    /// previous such space joined (`12 345 678`, `1 000.5`).
+    fn thousands_space(&self, nodes: &[Node], i: usize) -> bool {
+        let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
+        if !((1..=3).all(|k| digit_at(i + k)) && !digit_at(i + 4)) {
+            return false;
+        }
+        let run = self.out.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let start = self.out.len() - run;
+        let continues = self.joined_group.is_some_and(|g| g + 3 == self.out.len() && start < g);
+        let starts = run <= 3 && !self.out[..start].ends_with('.');
+        continues || starts
     }
 
     fn cmd_sym(&mut self, s: &str) {
@@ -574,6 +601,13 @@ mod tests {
         assert_eq!(n(r"(1,\!2)"), "(1,2)");
         assert_eq!(n(r"1{,}000"), "1000");
         assert_eq!(n("1, 000"), "1,000");
+        assert_eq!(n("12 345 678"), "12345678");
+        assert_eq!(n("1 000.5"), "1000.5");
+        assert_eq!(n("1 00"), "1 00");
+        assert_eq!(n("12 34"), "12 34");
+        assert_eq!(n("1234 567"), "1234 567");
+        assert_eq!(n("1 0000"), "1 0000");
+        assert_eq!(n("0.123 456"), "0.123 456");
         assert_eq!(n(r"\pi r"), r"\pi r");
     }
 

@@ -16,6 +16,7 @@ mod or_and_golds;
 mod prose_sentences;
 mod relations;
 mod several_answers;
+mod spaced_thousands;
 mod sets_of_tuples;
 mod thousands_separators;
 mod unboxed_answers;
