@@ -16,7 +16,8 @@
 //!
 //! Equivalence: identical after [`normalize()`], else equivalent in structure ([`structure`]) with
 //! values compared numerically ([`eval`], tolerances in [`value`]), else the same equation up to a
-//! non-zero factor ([`equation`]).
+//! non-zero factor ([`equation`]), else one number written with a decimal comma and the other with a
+//! decimal point (`1,22` = `1.22`).
 
 mod budget;
 pub mod equation;
@@ -35,6 +36,7 @@ use cppo_core::Problem;
 pub use budget::Budget;
 pub use judge::explain;
 pub use normalize::normalize;
+use value::Value;
 
 use judge::{judge, Judgement};
 
@@ -192,7 +194,7 @@ pub(crate) fn compare_forms(a: &str, b: &str, steps: u64) -> (Verdict, Option<St
     let (sa, sb) = (structure::build(&na), structure::build(&nb));
     let mut budget = Budget::new(steps);
     let mut equal = structure::equivalent(&sa, &sb, &mut budget);
-    if !equal && !budget.exhausted && equation::same_equation(&na, &nb, &mut budget) {
+    if !equal && !budget.exhausted && (equation::same_equation(&na, &nb, &mut budget) || decimal_comma_agrees((a, &na), (b, &nb))) {
         equal = true;
         budget.numeric = true;
     }
@@ -203,6 +205,19 @@ pub(crate) fn compare_forms(a: &str, b: &str, steps: u64) -> (Verdict, Option<St
         (false, _, false) => How::Different,
     };
     (Verdict { equal, how, steps: budget.used() }, Some(na))
+}
+
+/// One side a number with a decimal comma (`1,22`), the other the same number with a decimal point
+/// (`1.22`): only then is the comma read as a decimal point, where nothing else can be meant (against
+/// anything else `1,22` stays the list `1, 22`). Each side as written and normalised: a space written
+/// after the comma (`1, 22`) makes it a list separator.
+fn decimal_comma_agrees(a: (&str, &str), b: (&str, &str)) -> bool {
+    let one_way = |(written, x): (&str, &str), (_, y): (&str, &str)| {
+        !written.contains(char::is_whitespace) && normalize::decimal_comma(x).is_some_and(|d| {
+            normalize::is_point_decimal(y) && matches!((Value::from_decimal(&d), Value::from_decimal(y)), (Ok(p), Ok(q)) if value::same(p, q))
+        })
+    };
+    one_way(a, b) || one_way(b, a)
 }
 
 /// Whether two answers are mathematically equivalent.

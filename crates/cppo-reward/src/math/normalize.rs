@@ -550,8 +550,30 @@ fn is_grouped_number(s: &str) -> bool {
     let rest: Vec<&str> = groups.collect();
     !rest.is_empty()
         && (1..=3).contains(&first.len())
+        && !first.starts_with('0')
         && first.bytes().all(|c| c.is_ascii_digit())
         && rest.iter().all(|g| g.len() == 3 && g.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// `1,22` -> `1.22`: a normalised answer that is one number written with a decimal comma, where the
+/// comma cannot separate thousands (the digits after it are not a group of three, or those before it
+/// start with 0: `1000,99`, `0,111`). `None` for anything else.
+pub fn decimal_comma(s: &str) -> Option<String> {
+    let unsigned = s.strip_prefix('-').unwrap_or(s);
+    let (int, frac) = unsigned.split_once(',')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    if !digits(int) || !digits(frac) || is_grouped_number(unsigned) {
+        return None;
+    }
+    Some(format!("{}{int}.{frac}", &s[..s.len() - unsigned.len()]))
+}
+
+/// A number written with a decimal point: `1.22`, `-.5`.
+pub fn is_point_decimal(s: &str) -> bool {
+    let unsigned = s.strip_prefix('-').unwrap_or(s);
+    unsigned.split_once('.').is_some_and(|(int, frac)| {
+        int.bytes().all(|c| c.is_ascii_digit()) && !frac.is_empty() && frac.bytes().all(|c| c.is_ascii_digit())
+    })
 }
 
 /// `+\infty` is `\infty` where the plus is a sign (at the start, after a bracket or comma).
@@ -650,6 +672,20 @@ mod tests {
         assert_eq!(n(r"x^{2}"), "x^2");
         assert_eq!(n(r"20412_{5}"), "20412_5");
         assert_eq!(n(r"\left. x \right|"), "x|");
+    }
+
+    #[test]
+    fn decimal_commas() {
+        use super::{decimal_comma, is_point_decimal};
+        assert_eq!(decimal_comma("1,22").as_deref(), Some("1.22"));
+        assert_eq!(decimal_comma("-1000,99").as_deref(), Some("-1000.99"));
+        assert_eq!(decimal_comma("0,111").as_deref(), Some("0.111"));
+        for s in ["1,220", "1,2,3", "1,", ",5", "x,2", "12"] {
+            assert_eq!(decimal_comma(s), None, "{s}");
+        }
+        assert_eq!(n("0,111"), "0,111");
+        assert!(is_point_decimal("1.22") && is_point_decimal("-.5"));
+        assert!(!is_point_decimal("122") && !is_point_decimal("1.") && !is_point_decimal("1.2.3"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! pass before it asserts that all do.
 
 mod boxes_with_text;
+mod decimal_commas;
 mod decimals;
 mod digits_in_words;
 mod equations;
