@@ -26,6 +26,7 @@ pub mod expr;
 pub mod judge;
 pub mod label;
 pub mod latex;
+pub mod matrix;
 pub mod normalize;
 pub mod relation;
 pub mod structure;

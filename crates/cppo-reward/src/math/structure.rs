@@ -11,21 +11,24 @@
 //! - An inequality in one variable is the interval of its solutions ([`super::relation`]):
 //!   `-2 \le x \le 7` is `[-2,7]`; inequalities joined by `or` / `and` (a list) whose solution sets do
 //!   not overlap are their union.
-//! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions.
+//! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions; sums,
+//!   differences, scalar multiples and products of matrices are the matrix they make ([`super::matrix`]).
+//! - A chain of equalities without variables whose sides are all the same number (`3 \cdot 4 = 12`) is
+//!   that number; one with a false step is an equation, which equals no number.
 //! - `a \approx b` is the answer `a` (when the other side writes an approximation too, both must agree);
 //!   `\approx b` alone, or after a name (`x \approx 11`), is `b`. Items may also be separated by `;`.
 //! - Values compare equal when their normalised text is identical, or else when both parse as
 //!   expressions that are numerically equivalent ([`super::eval`]), or when one is a long decimal that
 //!   rounds the other ([`super::value::long_decimal`]).
 
-use crate::limits::{MAX_DEPTH, MAX_ITEMS};
+use crate::limits::{MAX_DEPTH, MAX_ITEMS, MAX_NODES};
 
 use super::budget::Budget;
 use super::eval;
 use super::expr::{self, Expr};
 use super::label::names_value;
 use super::relation;
-use super::value::{long_decimal, rounds_to};
+use super::value::{long_decimal, rounds_to, same};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ans {
@@ -213,6 +216,12 @@ fn build_at(s: &str, depth: usize) -> Ans {
         return build_at(&relation::to_latex(&solutions), depth + 1);
     }
     let sides = split_top(s, &us, "=");
+    // `3 \cdot 4 = 12`: arithmetic shown, every side the same number, is that number.
+    if sides.len() > 1 {
+        if let Some(last) = true_arithmetic(&sides) {
+            return build_at(last, depth + 1);
+        }
+    }
     if sides.len() == 2 {
         if names_value(sides[0], sides[1]) {
             return build_at(sides[1], depth + 1);
@@ -235,6 +244,11 @@ fn build_at(s: &str, depth: usize) -> Ans {
     if s.starts_with("\\begin{pmatrix}") {
         if let Some(m) = matrix(s, depth) {
             return m;
+        }
+    }
+    if s.contains("\\begin{pmatrix}") {
+        if let Some(cells) = super::matrix::arithmetic(s) {
+            return Ans::Matrix(cells.iter().map(|row| row.iter().map(|c| build_at(c, depth + 1)).collect()).collect());
         }
     }
     if let Some(close) = first_match(s, &us).filter(|&k| k == us.len() - 1) {
@@ -272,6 +286,22 @@ fn build_at(s: &str, depth: usize) -> Ans {
         }
     }
     value(s)
+}
+
+/// The last side of a chain of equalities without variables whose sides all have the same value.
+fn true_arithmetic<'a>(sides: &[&'a str]) -> Option<&'a str> {
+    let mut budget = Budget::new(8 * MAX_NODES as u64);
+    let mut first = None;
+    for side in sides {
+        let e = expr::parse(side.trim()).ok().filter(|e| e.vars.is_empty())?;
+        let v = eval::evaluate(&e, &[], &mut budget).ok()?;
+        match first {
+            None => first = Some(v),
+            Some(f) if same(f, v) => {}
+            Some(_) => return None,
+        }
+    }
+    sides.last().copied()
 }
 
 /// `x < -1 \text{ or } x > 3`: list items that are all inequalities in one variable, with solution sets
@@ -329,28 +359,8 @@ fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
 }
 
 fn matrix(s: &str, depth: usize) -> Option<Ans> {
-    let inner = s.strip_prefix("\\begin{pmatrix}")?.strip_suffix("\\end{pmatrix}")?;
-    let us = units(inner);
-    if !balanced(inner, &us) {
-        return None;
-    }
-    let mut rows: Vec<&str> = split_top(inner, &us, "\\\\");
-    while rows.len() > 1 && rows.last().is_some_and(|r| r.trim().is_empty()) {
-        rows.pop();
-    }
-    if rows.len() > MAX_ITEMS {
-        return None;
-    }
-    let mut out = Vec::new();
-    for row in rows {
-        let ru = units(row);
-        let cells = split_top(row, &ru, "&");
-        if cells.len() > MAX_ITEMS {
-            return None;
-        }
-        out.push(cells.iter().map(|c| build_at(c, depth + 1)).collect());
-    }
-    Some(Ans::Matrix(out))
+    let rows = super::matrix::cells(s)?;
+    Some(Ans::Matrix(rows.iter().map(|row| row.iter().map(|c| build_at(c, depth + 1)).collect()).collect()))
 }
 
 /// A person's view of a shape: `(1, 2]` for a tuple or interval, `list [1; 2]`, `set {1; 2}`,
