@@ -2,7 +2,8 @@
 //! a matrix, an equation) and equivalence of two shapes.
 //!
 //! - Tuples and intervals compare element-wise, and their brackets must match: `(1,2)` is not `[1,2]`.
-//! - Lists (`1, 2`), sets (`\{1,2\}`) and unions (`A \cup B`) are unordered; a list equals a set.
+//! - Lists (`1, 2`), sets (`\{1,2\}`, or `{1,2}`: plain braces around a list) and unions (`A \cup B`)
+//!   are unordered; a list equals a set; a union of finite sets is the set of their elements.
 //! - `\pm` in a list item or a whole answer makes two items: `1\pm\sqrt{2}` = `1+\sqrt{2}, 1-\sqrt{2}`.
 //! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped, and so is any other
 //!   left side that names a constant value ([`names_value`]: `|AB| = 1`, `(p,q) = (3,2)`, `A:B = 1:2`); a chain
@@ -191,7 +192,7 @@ fn build_at(s: &str, depth: usize) -> Ans {
         if unions.len() > MAX_ITEMS {
             return value(s);
         }
-        return Ans::Union(unions.iter().map(|p| build_at(p, depth + 1)).collect());
+        return union(unions.iter().map(|p| union_part(p, depth + 1)).collect());
     }
     for sep in [";", ","] {
         let parts = split_top(s, &us, sep);
@@ -281,7 +282,14 @@ fn build_at(s: &str, depth: usize) -> Ans {
                 let close = if close_u == ")" { ')' } else { ']' };
                 return Ans::Tuple { open, close, items: parts.iter().map(|p| build_at(p, depth + 1)).collect() };
             }
-            ("{", "}") => return build_at(inner, depth + 1),
+            // `{1,3}`: braces around a list are set braces written without their backslashes.
+            ("{", "}") => {
+                let parts = split_top(inner, &units(inner), ",");
+                if parts.len() > 1 {
+                    return items(&parts, depth).map_or_else(|| value(s), Ans::Set);
+                }
+                return build_at(inner, depth + 1);
+            }
             _ => {}
         }
     }
@@ -302,6 +310,36 @@ fn true_arithmetic<'a>(sides: &[&'a str]) -> Option<&'a str> {
         }
     }
     sides.last().copied()
+}
+
+/// One side of a `\cup`, where braces around even one element (`{7}`) make a set.
+fn union_part(p: &str, depth: usize) -> Ans {
+    let t = p.trim();
+    let us = units(t);
+    let braced = t.starts_with('{') && first_match(t, &us) == Some(us.len() - 1);
+    match build_at(p, depth) {
+        Ans::Set(v) => Ans::Set(v),
+        single if braced && t.len() > 2 => Ans::Set(vec![single]),
+        other => other,
+    }
+}
+
+/// A union; of finite sets only, the set of their elements (`\{1,3\} \cup \{3,4\}` is `\{1,3,4\}`, an
+/// element written alike in two sets counted once).
+fn union(parts: Vec<Ans>) -> Ans {
+    if !parts.iter().all(|p| matches!(p, Ans::Set(_))) {
+        return Ans::Union(parts);
+    }
+    let mut elements: Vec<Ans> = Vec::new();
+    for part in parts {
+        let Ans::Set(items) = part else { continue };
+        for item in items {
+            if !elements.contains(&item) {
+                elements.push(item);
+            }
+        }
+    }
+    Ans::Set(elements)
 }
 
 /// `x < -1 \text{ or } x > 3`: list items that are all inequalities in one variable, with solution sets
@@ -495,6 +533,9 @@ mod tests {
         assert_eq!(text(&build("\\{1,2\\}")), "set[1;2]");
         assert_eq!(text(&build("\\emptyset")), "set[]");
         assert_eq!(text(&build("(-\\infty,1)\\cup(2,3]")), "union[(-\\infty;1);(2;3]]");
+        assert_eq!(text(&build("{1,3}\\cup\\{3,4\\}")), "set[1;3;4]");
+        assert_eq!(text(&build("x\\in{1,3}")), "set[1;3]");
+        assert_eq!(text(&build("\\{1\\}\\cup(2,3)")), "union[set[1];(2;3)]");
         assert_eq!(text(&build("x=5")), "5");
         assert_eq!(text(&build("f(x)=2x")), "2x");
         assert_eq!(text(&build("x\\in[-2,7]")), "[-2;7]");

@@ -11,6 +11,7 @@ mod decimals;
 mod digits_in_words;
 mod equations;
 mod equivalent_forms;
+mod grouping_braces;
 mod inequalities;
 mod labelled_answers;
 mod labelled_golds;
