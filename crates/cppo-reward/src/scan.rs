@@ -341,26 +341,14 @@ const COPULAS: &[&str] = &["is", "are", "was", "were", "equals"];
 /// another number (`3 more than 31`): then the sentence is not reduced.
 pub fn sentence_value(sentence: &str) -> Option<&str> {
     let b = sentence.as_bytes();
-    let (mut depth, mut in_math) = (0usize, false);
-    let mut after_copula = None;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'{' => depth += 1,
-            b'}' => depth = depth.saturating_sub(1),
-            b'$' => in_math = !in_math,
-            b' ' if depth == 0 && !in_math => {
-                let word_end = b[i + 1..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + 1 + p);
-                if COPULAS.contains(&&sentence[i + 1..word_end]) {
-                    after_copula = Some(word_end);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    let rest = sentence[after_copula?..].trim_start();
+    let after_copula = prose_bytes(sentence)
+        .filter(|&(_, c)| c == b' ')
+        .filter_map(|(i, _)| {
+            let word_end = b[i + 1..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + 1 + p);
+            COPULAS.contains(&&sentence[i + 1..word_end]).then_some(word_end)
+        })
+        .last()?;
+    let rest = sentence[after_copula..].trim_start();
     let (value, tail) = if rest.starts_with('$') || rest.starts_with("\\(") {
         let end = first_span_end(rest);
         (last_inline_math(&rest[..end])?, &rest[end..])
@@ -400,20 +388,29 @@ fn leading_number(s: &str) -> Option<usize> {
 /// braces (a decimal point is followed by a digit, so `3.5` goes on); else the whole line.
 fn sentence_end(line: &str) -> usize {
     let b = line.as_bytes();
-    let (mut depth, mut in_math) = (0usize, false);
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'{' => depth += 1,
-            b'}' => depth = depth.saturating_sub(1),
-            b'$' => in_math = !in_math,
-            b'.' if depth == 0 && !in_math && b.get(i + 1).is_some_and(u8::is_ascii_whitespace) => return i,
-            _ => {}
+    prose_bytes(line).find(|&(i, c)| c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_whitespace)).map_or(b.len(), |(i, _)| i)
+}
+
+/// The bytes of `text` outside `$...$` and braces, with their positions; a backslash and the character
+/// after it are passed over (an escaped `\$` or `\{` delimits nothing).
+fn prose_bytes(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let b = text.as_bytes();
+    let (mut depth, mut in_math, mut i) = (0usize, false, 0usize);
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            let (at, c) = (i, b[i]);
+            i += 1;
+            match c {
+                b'\\' => i += 1,
+                b'{' => depth += 1,
+                b'}' => depth = depth.saturating_sub(1),
+                b'$' => in_math = !in_math,
+                _ if depth == 0 && !in_math => return Some((at, c)),
+                _ => {}
+            }
         }
-        i += 1;
-    }
-    b.len()
+        None
+    })
 }
 
 /// Where the first math span of `s` (which starts with a delimiter) ends, or `s.len()`.

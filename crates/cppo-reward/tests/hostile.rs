@@ -192,7 +192,7 @@ fn new_readings_stay_linear_on_megabyte_input() {
 /// The readings added for issue 32 on megabyte input (final sentences, boxes with words between them,
 /// "or" golds, labelled golds) and on answers at the size cap (matrix arithmetic, chains of equalities,
 /// sets of tuples, absolute values, labelled golds): bounded in time and within the work budget
-/// (measured in the test build: at most 0.9 s per case, the megabyte `(1,2) or (2,1)` run).
+/// (measured in the test build: at most 0.9 s per case with other work loading the 2 cores 4x over).
 #[test]
 fn second_round_readings_stay_bounded() {
     let mega = [
@@ -204,12 +204,15 @@ fn second_round_readings_stay_bounded() {
         "a=1, ".repeat(MB / 5),
         "1,5".repeat(MB / 3),
     ];
+    // The MATH grader only: these readings are its own, and GSM8K on the same megabytes is timed above.
     for c in mega {
         within_bound(&label(&c), move || {
-            grade_everything(&c, &c);
-            grade_everything("\\boxed{1}", &c);
-            grade_everything(&c, "(2,1) or (1,2)");
-            grade_everything(&c, "p=5, q=2; p=7, q=2");
+            for gold in [c.as_str(), "(2,1) or (1,2)", "p=5, q=2; p=7, q=2"] {
+                let s = math::grade(&c, gold);
+                assert!(s.reason.len() < 1000, "reasons are clipped: {}", s.reason.len());
+            }
+            assert!(math::grade("\\boxed{1}", &c).reason.len() < 1000);
+            let _ = math::explain(&c, "1, 2");
         });
     }
     let matrix = |cells: &[&str], sep: &str| format!("\\begin{{pmatrix}}{}\\end{{pmatrix}}", cells.join(sep));

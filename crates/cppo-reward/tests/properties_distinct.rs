@@ -29,6 +29,12 @@ fn rational(p: i64, q: i64, form: usize) -> String {
     }
 }
 
+fn sorted(v: &[i64]) -> Vec<i64> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v
+}
+
 /// `n` with thousands written as MATH and models write them.
 fn grouped(n: u64, form: usize) -> String {
     let digits = n.to_string();
@@ -117,9 +123,7 @@ proptest! {
         let boxes: Vec<String> = xs.iter().map(|x| format!("\\boxed{{{x}}}")).collect();
         let completion = format!("The answers are {}.", boxes.join(" and "));
         let gold: Vec<String> = ys.iter().map(|y| y.to_string()).collect();
-        let (mut sx, mut sy) = (xs.clone(), ys.clone());
-        sx.sort_unstable();
-        sy.sort_unstable();
+        let (sx, sy) = (sorted(&xs), sorted(&ys));
         // Right when the boxes are the gold's items in any order, or the last box is the gold's one item.
         let right = sx == sy || (ys.len() == 1 && xs.last() == ys.first());
         prop_assert_eq!(math::grade(&completion, &gold.join(", ")).correct, Some(right), "{} vs {:?}", completion, gold);
@@ -307,9 +311,6 @@ proptest! {
         let boxes: Vec<String> = xs.iter().map(|x| format!("\\boxed{{{x}}} apples")).collect();
         let completion = format!("We get {}.", boxes.join(" and "));
         let gold: Vec<String> = ys.iter().map(|y| y.to_string()).collect();
-        let (mut sx, mut sy) = (xs.clone(), ys.clone());
-        sx.sort_unstable();
-        sy.sort_unstable();
-        prop_assert_eq!(math::grade(&completion, &gold.join(", ")).correct, Some(sx == sy), "{} vs {:?}", completion, gold);
+        prop_assert_eq!(math::grade(&completion, &gold.join(", ")).correct, Some(sorted(&xs) == sorted(&ys)), "{} vs {:?}", completion, gold);
     }
 }
