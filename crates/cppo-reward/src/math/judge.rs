@@ -76,33 +76,31 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
     let gold_group = joined(reference, gold_boxes);
     let answers = [Some(Cow::Borrowed(answer)), answer_group.map(Cow::Owned)];
     let golds = [Some(Cow::Borrowed(gold)), gold_group.map(Cow::Owned)];
+    let mut settles = |c: Compared<'a>| {
+        let equal = c.verdict.equal;
+        tried.push(c);
+        equal
+    };
     for (i, a) in answers.iter().enumerate() {
         for (j, g) in golds.iter().enumerate() {
             let (Some(a), Some(g)) = (a, g) else { continue };
-            if i == 0 && j == 0 {
-                continue;
-            }
-            let c = Compared::new(a.clone(), g.clone());
-            let equal = c.verdict.equal;
-            tried.push(c);
-            if equal {
+            if (i, j) != (0, 0) && settles(Compared::new(a.clone(), g.clone())) {
                 return Judgement::Compared { source, tried };
             }
         }
     }
-    if let Some(c) = labelled(answer, gold) {
-        let equal = c.verdict.equal;
-        tried.push(c);
-        if equal {
-            return Judgement::Compared { source, tried };
+    // Readings of the gold alone: its labels' values in order, and its alternatives.
+    let orders = alternatives(gold);
+    for a in answers.iter().flatten() {
+        if let Some((answer_form, values)) = labelled(a, gold) {
+            if settles(Compared::new(answer_form.into(), values.into())) {
+                return Judgement::Compared { source, tried };
+            }
         }
-    }
-    for alternative in alternatives(gold) {
-        let c = Compared::new(answer.into(), alternative.into());
-        let equal = c.verdict.equal;
-        tried.push(c);
-        if equal {
-            break;
+        for alternative in &orders {
+            if settles(Compared::new(a.clone(), alternative.clone().into())) {
+                return Judgement::Compared { source, tried };
+            }
         }
     }
     Judgement::Compared { source, tried }
@@ -110,9 +108,9 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
 
 /// A labelled gold (`AB=4, CD=5`; `p=5, q=2; p=7, q=2`) against the bare values in the labels' order:
 /// the answer `4, 5` is read as the tuple `(4,5)`, and the gold as its values, `(4,5)` (one group) or
-/// the set of tuples `(5,2),(7,2)` (several groups). A labelled answer is compared as it is, names
-/// and all; a bare one in another order is wrong.
-fn labelled<'a>(answer: &'a str, gold: &'a str) -> Option<Compared<'a>> {
+/// the set of tuples `(5,2),(7,2)` (several groups): the two forms to compare. A labelled answer is
+/// compared as it is, names and all; a bare one in another order is wrong.
+fn labelled(answer: &str, gold: &str) -> Option<(String, String)> {
     if !gold.contains('=') || answer.contains('=') || answer.len() > MAX_ANSWER_BYTES || gold.len() > MAX_ANSWER_BYTES {
         return None;
     }
@@ -127,15 +125,15 @@ fn labelled<'a>(answer: &'a str, gold: &'a str) -> Option<Compared<'a>> {
     } else {
         answer_normal
     };
-    Some(Compared::new(answer_form.into(), bare.text.into()))
+    Some((answer_form, bare.text))
 }
 
 /// `(11,7) or (7,11)`: a gold that offers one tuple in several orders, joined by "or" (and no "and"),
 /// accepts each of them alone. Other lists joined by "or" (`x = 2 or x = 3`, `(1,2) or (3,4)`) are
 /// all the solutions, and stay one answer.
 fn alternatives(gold: &str) -> Vec<String> {
-    let says_or = gold.contains(" or ") || gold.contains("{or}") || gold.contains("{ or }");
-    if !says_or || gold.contains("and") || gold.len() > MAX_ANSWER_BYTES {
+    // Any "or" will do here: only a list of one tuple reordered passes the checks below.
+    if !gold.contains("or") || gold.contains("and") || gold.len() > MAX_ANSWER_BYTES {
         return Vec::new();
     }
     let Ok(normal) = normalize(gold) else { return Vec::new() };

@@ -5,6 +5,7 @@
 
 use crate::limits::{MAX_ANSWER_BYTES, MAX_ITEMS};
 
+use super::expr;
 use super::structure::{balanced, delta, split_top, units};
 
 const OPEN: &str = "\\begin{pmatrix}";
@@ -97,6 +98,10 @@ fn term(text: &str) -> Option<(Cells, usize)> {
         rest = &rest[p + span..];
     }
     push_scalar(&mut scalars, rest);
+    // A factor that is no expression (`[`, a word) makes this no arithmetic.
+    if scalars.iter().any(|c| expr::parse(c).is_err()) {
+        return None;
+    }
     let products = (matrices.len() + scalars.len()).checked_sub(1)?;
     let mut it = matrices.into_iter();
     let mut m = it.next()?;
@@ -196,5 +201,6 @@ mod tests {
         assert!(arithmetic(&format!("{a}+1")).is_none());
         assert!(arithmetic(&format!("{a}+")).is_none());
         assert!(arithmetic(&format!("{a}+-{a}")).is_none());
+        assert!(arithmetic(&format!("[{a}]")).is_none());
     }
 }

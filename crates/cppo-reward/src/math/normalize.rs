@@ -3,7 +3,7 @@
 //! Modelled on what the Hendrycks MATH `is_equiv`, the Qwen2.5-Math grader and math-verify undo
 //! (without their code): `\dfrac`/`\tfrac` -> `\frac`, `\frac12` -> `\frac{1}{2}`, `\sqrt2` ->
 //! `\sqrt{2}`, no `\left`/`\right`, no spacing commands (`\!`, `\,`, `\;`, `\quad`, `~`), no spaces, no
-//! `$`, `\%`, `^\circ`; `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
+//! `$`, `\%`, `^\circ` (a spacing command run into the letters after it, `\quadx`, is the letters); `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
 //! `5\text{ cm}` -> `5`); trailing unit words dropped (known ones like `cm`, or any word of three or more
 //! letters after a number: `18 apples` -> `18`); `or` / `and` between items (plain or in `\text{}`) -> `,`;
 //! thousands separators removed (`1,\!000`, `1{,}000` and `1 000` anywhere; `1,000` when it is the whole
@@ -129,20 +129,26 @@ fn drop_trailing_unit(nodes: &[Node]) -> &[Node] {
     nodes
 }
 
-/// ` or ` and ` and ` between items, written without `\text{}`, separate list items.
+/// ` or ` and ` and ` between items, written without `\text{}`, separate list items; so do `or` and
+/// `and` run into the brackets or math delimiters around them (`(11,7)or(7,11)`, `$1$and$2$`).
 fn connectives_to_commas(nodes: &[Node]) -> Vec<Node> {
     let mut out = Vec::with_capacity(nodes.len());
     let mut i = 0;
     while i < nodes.len() {
+        let closes = |n: Option<&Node>| matches!(n, Some(Node::Char(')' | ']' | '$') | Node::Sym('}')));
+        let opens = |n: Option<&Node>| matches!(n, Some(Node::Char('(' | '[' | '$') | Node::Sym('{')));
         let word_at = |w: &str| {
             let n = w.len();
-            nodes.get(i) == Some(&Node::Space)
-                && nodes.get(i + n + 1) == Some(&Node::Space)
-                && w.chars().enumerate().all(|(k, c)| nodes.get(i + 1 + k) == Some(&Node::Char(c)))
+            let spaced = nodes.get(i) == Some(&Node::Space) && nodes.get(i + n + 1) == Some(&Node::Space);
+            let letters = |at: usize| w.chars().enumerate().all(|(k, c)| nodes.get(at + k) == Some(&Node::Char(c)));
+            if spaced && letters(i + 1) {
+                return Some(n + 2);
+            }
+            (closes(i.checked_sub(1).and_then(|p| nodes.get(p))) && letters(i) && opens(nodes.get(i + n))).then_some(n)
         };
-        if let Some(w) = ["or", "and"].into_iter().find(|w| word_at(w)) {
+        if let Some(len) = ["or", "and"].into_iter().find_map(word_at) {
             out.push(Node::Char(','));
-            i += w.len() + 2;
+            i += len;
             continue;
         }
         out.push(nodes[i].clone());
@@ -459,7 +465,14 @@ impl Writer {
             "vert" | "lvert" | "rvert" => self.plain(next, '|'),
             "cdot" | "times" | "ast" => self.named(next, "cdot"),
             "dots" | "ldots" | "cdots" => self.named(next, "dots"),
-            other => self.named(next, other),
+            other => match ["qquad", "quad"].iter().find_map(|q| other.strip_prefix(q)) {
+                // `\quadx_2`: a spacing command run into the letters after it.
+                Some(letters) => {
+                    self.push_str(letters);
+                    next
+                }
+                None => self.named(next, other),
+            },
         }
     }
 
@@ -631,6 +644,8 @@ mod tests {
         assert_eq!(n("1 0000"), "1 0000");
         assert_eq!(n("0.123 456"), "0.123 456");
         assert_eq!(n(r"\pi r"), r"\pi r");
+        assert_eq!(n(r"a=1,\quadb=2"), "a=1,b=2");
+        assert_eq!(n(r"\qquadx"), "x");
     }
 
     #[test]
@@ -648,6 +663,9 @@ mod tests {
         assert_eq!(n("2 x"), "2x");
         assert_eq!(n("x = 2 or x = 3"), "x=2,x=3");
         assert_eq!(n("1 and 2"), "1,2");
+        assert_eq!(n("(1,2)or(2,1)"), "(1,2),(2,1)");
+        assert_eq!(n("$1$and$2$"), "1,2");
+        assert_eq!(n("x=2orx=3"), "x=2orx=3");
         assert_eq!(n(r"75^\circ"), "75");
         assert_eq!(n(r"22.5^{\circ}"), "22.5");
         assert_eq!(n(r"64\%"), "64");
