@@ -337,17 +337,20 @@ const COPULAS: &[&str] = &["is", "are", "was", "were", "equals"];
 /// The value a prose sentence states (the text after "answer is" when that is a sentence whose subject
 /// is something else): after its last copula ([`COPULAS`], outside math), a math span or a number
 /// (`-12`, `1,000`, `1 000`, `3.5`, `7/2`) followed only by words (`ways`, `square units`). `None` when
-/// the sentence has no copula, something else follows it (`not 34`, `the answer`), or the rest holds
-/// another number (`3 more than 31`): then the sentence is not reduced.
+/// no copula is followed by a value (`not 34`, `the answer`), two are (`x is 5 or x is 7`), or the rest
+/// holds another number (`3 more than 31`): then the sentence is not reduced.
 pub fn sentence_value(sentence: &str) -> Option<&str> {
     let b = sentence.as_bytes();
-    let after_copula = prose_bytes(sentence)
-        .filter(|&(_, c)| c == b' ')
-        .filter_map(|(i, _)| {
-            let word_end = b[i + 1..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + 1 + p);
-            COPULAS.contains(&&sentence[i + 1..word_end]).then_some(word_end)
-        })
-        .last()?;
+    let copulas = prose_bytes(sentence).filter(|&(_, c)| c == b' ').filter_map(|(i, _)| {
+        let word_end = b[i + 1..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + 1 + p);
+        COPULAS.contains(&&sentence[i + 1..word_end]).then_some(word_end)
+    });
+    // Two copulas each followed by a value (`x is 5 or x is 7`) state two answers: no reduction.
+    let mut valued = copulas.filter(|&end| starts_with_value(sentence[end..].trim_start()));
+    let after_copula = valued.next()?;
+    if valued.next().is_some() {
+        return None;
+    }
     let rest = sentence[after_copula..].trim_start();
     let (value, tail) = if rest.starts_with('$') || rest.starts_with("\\(") {
         let end = first_span_end(rest);
@@ -358,6 +361,10 @@ pub fn sentence_value(sentence: &str) -> Option<&str> {
     };
     let words_only = tail.bytes().all(|c| !(c.is_ascii_digit() || c == b'$' || c == b'\\' || c == b'='));
     words_only.then_some(value)
+}
+
+fn starts_with_value(s: &str) -> bool {
+    s.starts_with('$') || s.starts_with("\\(") || leading_number(s).is_some()
 }
 
 /// The length of the number that starts `s`: an optional minus, digits in groups (`1,000`, `1 000`), a
@@ -510,6 +517,9 @@ mod tests {
         assert_eq!(sentence_value("there are 12 boxes and 5 balls"), None);
         assert_eq!(sentence_value(r"$x$ is 3 where $y = 2$"), None);
         assert_eq!(sentence_value("120"), None);
+        assert_eq!(sentence_value("$k$ is 5 or $k$ is 7"), None);
+        assert_eq!(sentence_value("the area is 6 and the perimeter is 12"), None);
+        assert_eq!(sentence_value("the answer is the number of ways, which is 9"), Some("9"));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Final sentences whose subject is not "the answer" ("Final Answer: The largest $n$ is 34.",
 //! "Answer: there are 12 distinct ways"): the answer is the value after the sentence's last "is" /
 //! "are" / "was" / "were" / "equals", a math span or a number followed only by words. A sentence whose
-//! rest holds another number, or that negates or qualifies its value, is not reduced (and so is no
-//! plain value).
+//! rest holds another number, that negates or qualifies its value, or that states two values after two
+//! copulas (a hedge, or two parts) is not reduced (and so is no plain value).
 
 use super::{check, Case::*};
 
@@ -23,6 +23,8 @@ fn values_stated_by_final_sentences() {
         Math { completion: "Final Answer: the smallest $k$ is not 27.", reference: "27", correct: false },
         Math { completion: r"Final Answer: $k$ is 3 when $m = 27$.", reference: "3", correct: false },
         Math { completion: "Final Answer: there were 3 100-seat halls", reference: "3100", correct: false },
+        Math { completion: "Final Answer: $k$ is 27 or $k$ is 28.", reference: "28", correct: false },
+        Math { completion: "Final Answer: the area is 6 and the perimeter is 12.", reference: "12", correct: false },
     ];
     check("values stated by final sentences", &cases);
 }
