@@ -304,7 +304,7 @@ impl Writer {
     /// previous such space joined (`12 345 678`, `1 000.5`).
     fn thousands_space(&self, nodes: &[Node], i: usize) -> bool {
         let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
-        if !((1..=3).all(|k| digit_at(i + k)) && !digit_at(i + 4)) {
+        if !(1..=3).all(|k| digit_at(i + k)) || digit_at(i + 4) {
             return false;
         }
         let run = self.out.bytes().rev().take_while(u8::is_ascii_digit).count();
