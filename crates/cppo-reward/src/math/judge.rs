@@ -111,7 +111,7 @@ pub fn judge<'a>(completion: &'a str, reference: &'a str) -> Judgement<'a> {
 /// the set of tuples `(5,2),(7,2)` (several groups): the two forms to compare. A labelled answer is
 /// compared as it is, names and all; a bare one in another order is wrong.
 fn labelled(answer: &str, gold: &str) -> Option<(String, String)> {
-    if !gold.contains('=') || answer.contains('=') || answer.len() > MAX_ANSWER_BYTES || gold.len() > MAX_ANSWER_BYTES {
+    if answer.len() > MAX_ANSWER_BYTES || gold.len() > MAX_ANSWER_BYTES || !gold.contains('=') || answer.contains('=') {
         return None;
     }
     let bare = bare_values(&normalize(gold).ok()?)?;
@@ -133,7 +133,7 @@ fn labelled(answer: &str, gold: &str) -> Option<(String, String)> {
 /// all the solutions, and stay one answer.
 fn alternatives(gold: &str) -> Vec<String> {
     // Any "or" will do here: only a list of one tuple reordered passes the checks below.
-    if !gold.contains("or") || gold.contains("and") || gold.len() > MAX_ANSWER_BYTES {
+    if gold.len() > MAX_ANSWER_BYTES || !gold.contains("or") || gold.contains("and") {
         return Vec::new();
     }
     let Ok(normal) = normalize(gold) else { return Vec::new() };
