@@ -91,11 +91,17 @@ pub fn last_boxed_counting(text: &str) -> (Option<&str>, usize) {
 /// Longest text between two boxes that can still join them into one answer.
 const MAX_CONNECTOR_BYTES: usize = 80;
 
+/// Most words about a box (a unit, a label such as `for part (a)`) between it and the connective that
+/// joins it to the next box.
+const MAX_LABEL_WORDS: usize = 4;
+
 /// The boxes that end the text together, in order, when there are several: the last box and the boxes
 /// before it that only connecting text separates from it (`\boxed{-2} and \boxed{1}`,
 /// `$x = \boxed{3}$ or $x = \boxed{-5}$`, `\boxed{1}\boxed{2}`). Connecting text is punctuation
 /// (`,` `;`), `and`, `or`, math delimiters, spacing, `\text{}` around those, and a short name with `=`
-/// right before a box. Prose between two boxes (`First \boxed{3}. Then \boxed{4}`) separates them.
+/// right before a box; a few words about the box before may precede the connective (`\boxed{1} papers
+/// and \boxed{2}`, `\boxed{a} for part (a) and \boxed{b}`). Other prose between two boxes
+/// (`First \boxed{3}. Then \boxed{4}`, `\boxed{5} or maybe \boxed{6}`) separates them.
 /// Boxes inside other boxes are not counted. Empty when fewer than two boxes end the text together, or
 /// when more than `max_boxes` do or their contents exceed `max_bytes` in all.
 pub fn trailing_boxes(text: &str, max_boxes: usize, max_bytes: usize) -> Vec<&str> {
@@ -211,7 +217,20 @@ fn connects(between: &str) -> bool {
         }
         t.truncate(before.len() - name_len);
     }
-    t.split(|c: char| c.is_whitespace() || c == ',' || c == ';').all(|w| matches!(w, "" | "and" | "or"))
+    // Up to MAX_LABEL_WORDS words about the box before (`papers`, `for part (a)`) may precede the
+    // connective; nothing but connectives may follow it.
+    let t = t.replace([',', ';'], " , ");
+    let words: Vec<&str> = t.split_whitespace().collect();
+    let is_connective = |w: &&str| matches!(*w, "," | "and" | "or");
+    let labels = words.iter().take_while(|w| !is_connective(w)).count();
+    if labels == 0 {
+        return words.iter().all(is_connective);
+    }
+    let is_label = |w: &&str| w.chars().all(|c| c.is_ascii_alphabetic() || "()'".contains(c));
+    labels <= MAX_LABEL_WORDS
+        && labels < words.len()
+        && words[..labels].iter().all(is_label)
+        && words[labels..].iter().all(is_connective)
 }
 
 /// A math span delimited by `$...$`, `$$...$$`, `\(...\)` or `\[...\]`: the content of the last one.
@@ -312,24 +331,93 @@ pub fn after_answer_phrase(text: &str) -> Option<&str> {
     (!line.is_empty()).then_some(line)
 }
 
+/// Verbs after which a final sentence states its value: "the largest $n$ is 34", "there are 12 ways".
+const COPULAS: &[&str] = &["is", "are", "was", "were", "equals"];
+
+/// The value a prose sentence states (the text after "answer is" when that is a sentence whose subject
+/// is something else): after its last copula ([`COPULAS`], outside math), a math span or a number
+/// (`-12`, `1,000`, `1 000`, `3.5`, `7/2`) followed only by words (`ways`, `square units`). `None` when
+/// no copula is followed by a value (`not 34`, `the answer`), two are (`x is 5 or x is 7`), or the rest
+/// holds another number (`3 more than 31`): then the sentence is not reduced.
+pub fn sentence_value(sentence: &str) -> Option<&str> {
+    let b = sentence.as_bytes();
+    let copulas = prose_bytes(sentence).filter(|&(_, c)| c == b' ').filter_map(|(i, _)| {
+        let word_end = b[i + 1..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + 1 + p);
+        COPULAS.contains(&&sentence[i + 1..word_end]).then_some(word_end)
+    });
+    // Two copulas each followed by a value (`x is 5 or x is 7`) state two answers: no reduction.
+    let mut valued = copulas.filter(|&end| starts_with_value(sentence[end..].trim_start()));
+    let after_copula = valued.next()?;
+    if valued.next().is_some() {
+        return None;
+    }
+    let rest = sentence[after_copula..].trim_start();
+    let (value, tail) = if rest.starts_with('$') || rest.starts_with("\\(") {
+        let end = first_span_end(rest);
+        (last_inline_math(&rest[..end])?, &rest[end..])
+    } else {
+        let end = leading_number(rest)?;
+        (&rest[..end], &rest[end..])
+    };
+    let words_only = tail.bytes().all(|c| !(c.is_ascii_digit() || c == b'$' || c == b'\\' || c == b'='));
+    words_only.then_some(value)
+}
+
+fn starts_with_value(s: &str) -> bool {
+    s.starts_with('$') || s.starts_with("\\(") || leading_number(s).is_some()
+}
+
+/// The length of the number that starts `s`: an optional minus, digits in groups (`1,000`, `1 000`), a
+/// decimal part, and a `/` denominator.
+fn leading_number(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let digits = |from: usize| b[from.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut end = usize::from(b.first() == Some(&b'-'));
+    let first = digits(end);
+    if first == 0 {
+        return None;
+    }
+    end += first;
+    // A group ends the number or is followed by a space or punctuation: `3 100-dollar bills` is two.
+    let group_ends = |at: usize| b.get(at).is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'-'));
+    while matches!(b.get(end), Some(b',' | b' ')) && digits(end + 1) == 3 && group_ends(end + 4) && first <= 3 {
+        end += 4;
+    }
+    for sep in [b'.', b'/'] {
+        if b.get(end) == Some(&sep) && digits(end + 1) > 0 {
+            end += 1 + digits(end + 1);
+        }
+    }
+    Some(end)
+}
+
 /// Where the first sentence of `line` ends: at a full stop followed by whitespace, outside `$...$` and
 /// braces (a decimal point is followed by a digit, so `3.5` goes on); else the whole line.
 fn sentence_end(line: &str) -> usize {
     let b = line.as_bytes();
-    let (mut depth, mut in_math) = (0usize, false);
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'{' => depth += 1,
-            b'}' => depth = depth.saturating_sub(1),
-            b'$' => in_math = !in_math,
-            b'.' if depth == 0 && !in_math && b.get(i + 1).is_some_and(u8::is_ascii_whitespace) => return i,
-            _ => {}
+    prose_bytes(line).find(|&(i, c)| c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_whitespace)).map_or(b.len(), |(i, _)| i)
+}
+
+/// The bytes of `text` outside `$...$` and braces, with their positions; a backslash and the character
+/// after it are passed over (an escaped `\$` or `\{` delimits nothing).
+fn prose_bytes(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let b = text.as_bytes();
+    let (mut depth, mut in_math, mut i) = (0usize, false, 0usize);
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            let (at, c) = (i, b[i]);
+            i += 1;
+            match c {
+                b'\\' => i += 1,
+                b'{' => depth += 1,
+                b'}' => depth = depth.saturating_sub(1),
+                b'$' => in_math = !in_math,
+                _ if depth == 0 && !in_math => return Some((at, c)),
+                _ => {}
+            }
         }
-        i += 1;
-    }
-    b.len()
+        None
+    })
 }
 
 /// Where the first math span of `s` (which starts with a delimiter) ends, or `s.len()`.
@@ -397,6 +485,12 @@ mod tests {
         assert!(group(r"\boxed{5}").is_empty());
         assert!(group(r"\boxed{\boxed{5}}").is_empty());
         assert!(group(r"\boxed{3} x = 2 \boxed{4}").is_empty());
+        assert_eq!(group(r"\boxed{1} papers and \boxed{2} bins"), ["1", "2"]);
+        assert_eq!(group(r"\boxed{7} for part (a), and \boxed{9} for part (b)."), ["7", "9"]);
+        assert!(group(r"\boxed{5} or maybe \boxed{6}").is_empty());
+        assert!(group(r"\boxed{5} and then we add \boxed{6}").is_empty());
+        assert!(group(r"\boxed{5} is far too large for the box and \boxed{6}").is_empty());
+        assert!(group(r"\boxed{5} papers \boxed{6}").is_empty());
         assert!(trailing_boxes(r"\boxed{1} \boxed{2} \boxed{3}", 2, 4096).is_empty());
         assert!(trailing_boxes(r"\boxed{1} \boxed{2}", 4, 1).is_empty());
     }
@@ -408,6 +502,24 @@ mod tests {
         assert_eq!(last_inline_math(r"$$a$$ then \[b\]"), Some("b"));
         assert_eq!(last_inline_math(r"$a$ then $unclosed"), Some("a"));
         assert_eq!(last_inline_math("no math"), None);
+    }
+
+    #[test]
+    fn values_stated_by_sentences() {
+        assert_eq!(sentence_value("The largest $n$ is 34"), Some("34"));
+        assert_eq!(sentence_value("Therefore, there are 12 distinct ways"), Some("12"));
+        assert_eq!(sentence_value("the volume of the box is 1 200 cubic units"), Some("1 200"));
+        assert_eq!(sentence_value(r"the ratio is $\frac{3}{4}$ exactly"), Some(r"\frac{3}{4}"));
+        assert_eq!(sentence_value("the mean is -3.5"), Some("-3.5"));
+        assert_eq!(sentence_value("the total is 3 more than 31"), None);
+        assert_eq!(sentence_value("the largest $n$ is not 34"), None);
+        assert_eq!(sentence_value("34 is the answer"), None);
+        assert_eq!(sentence_value("there are 12 boxes and 5 balls"), None);
+        assert_eq!(sentence_value(r"$x$ is 3 where $y = 2$"), None);
+        assert_eq!(sentence_value("120"), None);
+        assert_eq!(sentence_value("$k$ is 5 or $k$ is 7"), None);
+        assert_eq!(sentence_value("the area is 6 and the perimeter is 12"), None);
+        assert_eq!(sentence_value("the answer is the number of ways, which is 9"), Some("9"));
     }
 
     #[test]

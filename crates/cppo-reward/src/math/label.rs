@@ -23,6 +23,46 @@ const NAMING_COMMANDS: &[&str] = &[
 const TOP_LEVEL_BREAKS: &[&str] =
     &["+", "-", "=", "<", ">", "\\le", "\\ge", "\\ne", ",", ";", "\\pm", "\\mp", "\\cup", "\\approx", "\\in"];
 
+/// What [`bare_values`] reads: the values as tuples, how many groups, and how many labels in each.
+pub struct BareValues {
+    pub text: String,
+    pub groups: usize,
+    pub per_group: usize,
+}
+
+/// A labelled gold's values in the order of their labels: `AB=4,CD=5` gives `(4,5)` (one tuple), and
+/// `p=5,q=2;p=7,q=2` (groups with the same labels in the same order) gives `(5,2),(7,2)` (a set of
+/// tuples). `None` unless every item names a value and one group names at least two different things.
+/// The input is normalised.
+pub fn bare_values(gold: &str) -> Option<BareValues> {
+    let mut names: Option<Vec<&str>> = None;
+    let mut tuples = Vec::new();
+    let groups = split_top(gold, &units(gold), ";");
+    for group in &groups {
+        let mut these = Vec::new();
+        let mut values = Vec::new();
+        for item in split_top(group, &units(group), ",") {
+            let sides = split_top(item, &units(item), "=");
+            let [name, value] = sides.as_slice() else { return None };
+            if !names_value(name, value) || !is_label(name) {
+                return None;
+            }
+            these.push(name.trim());
+            values.push(value.trim());
+        }
+        let mut distinct = these.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() < 2 || distinct.len() != these.len() || names.as_ref().is_some_and(|n| *n != these) {
+            return None;
+        }
+        tuples.push(format!("({})", values.join(",")));
+        names = Some(these);
+    }
+    let per_group = names?.len();
+    Some(BareValues { text: tuples.join(","), groups: groups.len(), per_group })
+}
+
 /// Whether `left = right` (normalised sides) is a name and its value, so that the answer is `right`.
 pub fn names_value(left: &str, right: &str) -> bool {
     is_bare_var(left) || (is_label(left) && !mentions_variable(right))

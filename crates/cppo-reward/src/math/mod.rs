@@ -5,10 +5,10 @@
 //!
 //! The model's answer, from the first source present:
 //! 1. the last complete `\boxed{...}` / `\fbox{...}` / `\boxed X` anywhere in the completion;
-//! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else its last `$...$`,
-//!    else the whole content;
+//! 2. the last complete `<answer>...</answer>`: inside it, an "answer is" phrase, else the value its
+//!    content states as a sentence (see 3), else its last `$...$`, else the whole content;
 //! 3. the last "answer is X" / "answer: X" (X: the math span right after it, or the rest of its
-//!    sentence);
+//!    sentence; a sentence about something else, "The largest $n$ is 34", gives the value it states);
 //! 4. the last inline math span (`$...$`, `\(...\)`, `\[...\]`).
 //!
 //! A completion or reference that ends with several boxes joined by `and`, `or` or commas is also read
@@ -16,7 +16,8 @@
 //!
 //! Equivalence: identical after [`normalize()`], else equivalent in structure ([`structure`]) with
 //! values compared numerically ([`eval`], tolerances in [`value`]), else the same equation up to a
-//! non-zero factor ([`equation`]).
+//! non-zero factor ([`equation`]), else one number written with a decimal comma and the other with a
+//! decimal point (`1,22` = `1.22`).
 
 mod budget;
 pub mod equation;
@@ -25,6 +26,7 @@ pub mod expr;
 pub mod judge;
 pub mod label;
 pub mod latex;
+pub mod matrix;
 pub mod normalize;
 pub mod relation;
 pub mod structure;
@@ -35,11 +37,12 @@ use cppo_core::Problem;
 pub use budget::Budget;
 pub use judge::explain;
 pub use normalize::normalize;
+use value::Value;
 
 use judge::{judge, Judgement};
 
 use crate::limits::{MAX_ANSWER_BYTES, STEP_BUDGET};
-use crate::scan::{after_answer_phrase, last_boxed_counting, last_inline_math, last_tag_content};
+use crate::scan::{after_answer_phrase, last_boxed_counting, last_inline_math, last_tag_content, sentence_value};
 use crate::{clip, Reward, Score};
 
 /// Where in the completion the answer was found.
@@ -103,15 +106,24 @@ pub(crate) fn extract_answer_counting(completion: &str) -> Option<(&str, Source,
         return Some((b, Source::Boxed, boxes));
     }
     if let Some(content) = last_tag_content(completion, "answer") {
-        let inner = after_answer_phrase(content).or_else(|| last_inline_math(content)).unwrap_or(content.trim());
+        let inner = answer_sentence(content)
+            .or_else(|| sentence_value(content.trim()))
+            .or_else(|| last_inline_math(content))
+            .unwrap_or(content.trim());
         if !inner.is_empty() {
             return Some((inner, Source::AnswerTag, 0));
         }
     }
-    if let Some(a) = after_answer_phrase(completion) {
+    if let Some(a) = answer_sentence(completion) {
         return Some((a, Source::AnswerPhrase, 0));
     }
     last_inline_math(completion).map(|m| (m, Source::InlineMath, 0))
+}
+
+/// What follows the last "answer is" / "answer:", reduced to the value it states when it is a sentence
+/// about something else ("Final Answer: The largest $n$ is 34." gives 34; see [`sentence_value`]).
+fn answer_sentence(text: &str) -> Option<&str> {
+    after_answer_phrase(text).map(|a| sentence_value(a).unwrap_or(a))
 }
 
 /// How a comparison reached its verdict.
@@ -183,7 +195,7 @@ pub(crate) fn compare_forms(a: &str, b: &str, steps: u64) -> (Verdict, Option<St
     let (sa, sb) = (structure::build(&na), structure::build(&nb));
     let mut budget = Budget::new(steps);
     let mut equal = structure::equivalent(&sa, &sb, &mut budget);
-    if !equal && !budget.exhausted && equation::same_equation(&na, &nb, &mut budget) {
+    if !equal && !budget.exhausted && (equation::same_equation(&na, &nb, &mut budget) || decimal_comma_agrees((a, &na), (b, &nb))) {
         equal = true;
         budget.numeric = true;
     }
@@ -194,6 +206,19 @@ pub(crate) fn compare_forms(a: &str, b: &str, steps: u64) -> (Verdict, Option<St
         (false, _, false) => How::Different,
     };
     (Verdict { equal, how, steps: budget.used() }, Some(na))
+}
+
+/// One side a number with a decimal comma (`1,22`), the other the same number with a decimal point
+/// (`1.22`): only then is the comma read as a decimal point, where nothing else can be meant (against
+/// anything else `1,22` stays the list `1, 22`). Each side as written and normalised: a space written
+/// after the comma (`1, 22`) makes it a list separator.
+fn decimal_comma_agrees(a: (&str, &str), b: (&str, &str)) -> bool {
+    let one_way = |(written, x): (&str, &str), (_, y): (&str, &str)| {
+        !written.contains(char::is_whitespace) && normalize::decimal_comma(x).is_some_and(|d| {
+            normalize::is_point_decimal(y) && matches!((Value::from_decimal(&d), Value::from_decimal(y)), (Ok(p), Ok(q)) if value::same(p, q))
+        })
+    };
+    one_way(a, b) || one_way(b, a)
 }
 
 /// Whether two answers are mathematically equivalent.

@@ -3,10 +3,11 @@
 //! Modelled on what the Hendrycks MATH `is_equiv`, the Qwen2.5-Math grader and math-verify undo
 //! (without their code): `\dfrac`/`\tfrac` -> `\frac`, `\frac12` -> `\frac{1}{2}`, `\sqrt2` ->
 //! `\sqrt{2}`, no `\left`/`\right`, no spacing commands (`\!`, `\,`, `\;`, `\quad`, `~`), no spaces, no
-//! `$`, `\%`, `^\circ`; `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
+//! `$`, `\%`, `^\circ` (a spacing command run into the letters after it, `\quadx`, is the letters); `\text{...}` unwrapped (a trailing one after other content is a unit and dropped:
 //! `5\text{ cm}` -> `5`); trailing unit words dropped (known ones like `cm`, or any word of three or more
 //! letters after a number: `18 apples` -> `18`); `or` / `and` between items (plain or in `\text{}`) -> `,`;
-//! thousands separators removed (`1,\!000`, `1{,}000` anywhere; `1,000` when it is the whole answer); `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
+//! thousands separators removed (`1,\!000`, `1{,}000` and `1 000` anywhere; `1,000` when it is the whole
+//! answer), while other spaces between digits keep two numbers apart (`12 34`); `\mathbb{R}` -> `(-\infty,\infty)`; trailing full stop dropped; redundant outer braces
 //! dropped. Set braces `\{ \}` are kept: they mean an unordered set.
 
 use super::latex::{parse, Node, TreeError};
@@ -128,20 +129,26 @@ fn drop_trailing_unit(nodes: &[Node]) -> &[Node] {
     nodes
 }
 
-/// ` or ` and ` and ` between items, written without `\text{}`, separate list items.
+/// ` or ` and ` and ` between items, written without `\text{}`, separate list items; so do `or` and
+/// `and` run into the brackets or math delimiters around them (`(11,7)or(7,11)`, `$1$and$2$`).
 fn connectives_to_commas(nodes: &[Node]) -> Vec<Node> {
     let mut out = Vec::with_capacity(nodes.len());
     let mut i = 0;
     while i < nodes.len() {
+        let closes = |n: Option<&Node>| matches!(n, Some(Node::Char(')' | ']' | '$') | Node::Sym('}')));
+        let opens = |n: Option<&Node>| matches!(n, Some(Node::Char('(' | '[' | '$') | Node::Sym('{')));
         let word_at = |w: &str| {
             let n = w.len();
-            nodes.get(i) == Some(&Node::Space)
-                && nodes.get(i + n + 1) == Some(&Node::Space)
-                && w.chars().enumerate().all(|(k, c)| nodes.get(i + 1 + k) == Some(&Node::Char(c)))
+            let spaced = nodes.get(i) == Some(&Node::Space) && nodes.get(i + n + 1) == Some(&Node::Space);
+            let letters = |at: usize| w.chars().enumerate().all(|(k, c)| nodes.get(at + k) == Some(&Node::Char(c)));
+            if spaced && letters(i + 1) {
+                return Some(n + 2);
+            }
+            (closes(i.checked_sub(1).and_then(|p| nodes.get(p))) && letters(i) && opens(nodes.get(i + n))).then_some(n)
         };
-        if let Some(w) = ["or", "and"].into_iter().find(|w| word_at(w)) {
+        if let Some(len) = ["or", "and"].into_iter().find_map(word_at) {
             out.push(Node::Char(','));
-            i += w.len() + 2;
+            i += len;
             continue;
         }
         out.push(nodes[i].clone());
@@ -178,6 +185,8 @@ struct Writer {
     after_cmd: bool,
     /// A comma was followed by a space somewhere: commas separate items, not thousands.
     comma_space: bool,
+    /// Where the digit group after the last space joined as a thousands separator starts.
+    joined_group: Option<usize>,
 }
 
 /// One macro argument: a group's contents, or a single node.
@@ -242,6 +251,15 @@ impl Writer {
                 if self.out.ends_with(',') {
                     self.comma_space = true;
                 }
+                let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
+                if self.out.ends_with(|c: char| c.is_ascii_digit()) && digit_at(i + 1) {
+                    if self.thousands_space(nodes, i) {
+                        self.joined_group = Some(self.out.len());
+                    } else {
+                        // `1 2`, `12 34`: two numbers, not one.
+                        self.out.push(' ');
+                    }
+                }
                 i + 1
             }
             Node::Group(g) => {
@@ -279,6 +297,21 @@ impl Writer {
             Node::Char(c) => self.char_node(nodes, i, *c),
             Node::Cmd(name) => self.command(nodes, i, name),
         }
+    }
+
+    /// Whether the space at `i`, between digits, separates thousands: three digits follow it (and no
+    /// fourth), and the digits before it are the 1 to 3 that start a number or the group that the
+    /// previous such space joined (`12 345 678`, `1 000.5`).
+    fn thousands_space(&self, nodes: &[Node], i: usize) -> bool {
+        let digit_at = |k: usize| matches!(nodes.get(k), Some(Node::Char(d)) if d.is_ascii_digit());
+        if !(1..=3).all(|k| digit_at(i + k)) || digit_at(i + 4) {
+            return false;
+        }
+        let run = self.out.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let start = self.out.len() - run;
+        let continues = self.joined_group.is_some_and(|g| g + 3 == self.out.len() && start < g);
+        let starts = run <= 3 && !self.out[..start].ends_with('.');
+        continues || starts
     }
 
     fn cmd_sym(&mut self, s: &str) {
@@ -432,7 +465,14 @@ impl Writer {
             "vert" | "lvert" | "rvert" => self.plain(next, '|'),
             "cdot" | "times" | "ast" => self.named(next, "cdot"),
             "dots" | "ldots" | "cdots" => self.named(next, "dots"),
-            other => self.named(next, other),
+            other => match ["qquad", "quad"].iter().find_map(|q| other.strip_prefix(q)) {
+                // `\quadx_2`: a spacing command run into the letters after it.
+                Some(letters) => {
+                    self.push_str(letters);
+                    next
+                }
+                None => self.named(next, other),
+            },
         }
     }
 
@@ -523,8 +563,30 @@ fn is_grouped_number(s: &str) -> bool {
     let rest: Vec<&str> = groups.collect();
     !rest.is_empty()
         && (1..=3).contains(&first.len())
+        && !first.starts_with('0')
         && first.bytes().all(|c| c.is_ascii_digit())
         && rest.iter().all(|g| g.len() == 3 && g.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// `1,22` -> `1.22`: a normalised answer that is one number written with a decimal comma, where the
+/// comma cannot separate thousands (the digits after it are not a group of three, or those before it
+/// start with 0: `1000,99`, `0,111`). `None` for anything else.
+pub fn decimal_comma(s: &str) -> Option<String> {
+    let unsigned = s.strip_prefix('-').unwrap_or(s);
+    let (int, frac) = unsigned.split_once(',')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    if !digits(int) || !digits(frac) || is_grouped_number(unsigned) {
+        return None;
+    }
+    Some(format!("{}{int}.{frac}", &s[..s.len() - unsigned.len()]))
+}
+
+/// A number written with a decimal point: `1.22`, `-.5`.
+pub fn is_point_decimal(s: &str) -> bool {
+    let unsigned = s.strip_prefix('-').unwrap_or(s);
+    unsigned.split_once('.').is_some_and(|(int, frac)| {
+        int.bytes().all(|c| c.is_ascii_digit()) && !frac.is_empty() && frac.bytes().all(|c| c.is_ascii_digit())
+    })
 }
 
 /// `+\infty` is `\infty` where the plus is a sign (at the start, after a bracket or comma).
@@ -574,7 +636,16 @@ mod tests {
         assert_eq!(n(r"(1,\!2)"), "(1,2)");
         assert_eq!(n(r"1{,}000"), "1000");
         assert_eq!(n("1, 000"), "1,000");
+        assert_eq!(n("12 345 678"), "12345678");
+        assert_eq!(n("1 000.5"), "1000.5");
+        assert_eq!(n("1 00"), "1 00");
+        assert_eq!(n("12 34"), "12 34");
+        assert_eq!(n("1234 567"), "1234 567");
+        assert_eq!(n("1 0000"), "1 0000");
+        assert_eq!(n("0.123 456"), "0.123 456");
         assert_eq!(n(r"\pi r"), r"\pi r");
+        assert_eq!(n(r"a=1,\quadb=2"), "a=1,b=2");
+        assert_eq!(n(r"\qquadx"), "x");
     }
 
     #[test]
@@ -592,6 +663,9 @@ mod tests {
         assert_eq!(n("2 x"), "2x");
         assert_eq!(n("x = 2 or x = 3"), "x=2,x=3");
         assert_eq!(n("1 and 2"), "1,2");
+        assert_eq!(n("(1,2)or(2,1)"), "(1,2),(2,1)");
+        assert_eq!(n("$1$and$2$"), "1,2");
+        assert_eq!(n("x=2orx=3"), "x=2orx=3");
         assert_eq!(n(r"75^\circ"), "75");
         assert_eq!(n(r"22.5^{\circ}"), "22.5");
         assert_eq!(n(r"64\%"), "64");
@@ -616,6 +690,20 @@ mod tests {
         assert_eq!(n(r"x^{2}"), "x^2");
         assert_eq!(n(r"20412_{5}"), "20412_5");
         assert_eq!(n(r"\left. x \right|"), "x|");
+    }
+
+    #[test]
+    fn decimal_commas() {
+        use super::{decimal_comma, is_point_decimal};
+        assert_eq!(decimal_comma("1,22").as_deref(), Some("1.22"));
+        assert_eq!(decimal_comma("-1000,99").as_deref(), Some("-1000.99"));
+        assert_eq!(decimal_comma("0,111").as_deref(), Some("0.111"));
+        for s in ["1,220", "1,2,3", "1,", ",5", "x,2", "12"] {
+            assert_eq!(decimal_comma(s), None, "{s}");
+        }
+        assert_eq!(n("0,111"), "0,111");
+        assert!(is_point_decimal("1.22") && is_point_decimal("-.5"));
+        assert!(!is_point_decimal("122") && !is_point_decimal("1.") && !is_point_decimal("1.2.3"));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //!
 //! Read (on normalised text): `x op c` and `c op x`, with `x` a bare variable and `c` a constant;
 //! chains `a op x op b` whose two relations point the same way; and `f op g` linear in one variable
-//! (`2x + 1 \le 7`, `-x > -1`), solved exactly over the rationals. Anything else (two variables, a
+//! (`2x + 1 \le 7`, `-x > -1`), solved exactly over the rationals; and the same with the linear side
+//! inside an absolute value (`|x - 1| \ge 2`, `1 \le |z| \le 3/2`), read as the one or two intervals
+//! of its solutions when they are intervals with rational ends. Anything else (two variables, a
 //! non-linear side, a mixed chain) is not read, and stays text.
 
 use super::budget::Budget;
@@ -131,6 +133,12 @@ pub fn solutions(s: &str) -> Option<Vec<Interval>> {
     }
     match (sides.as_slice(), ops.as_slice()) {
         ([l, r], [op]) => {
+            if let Some(inner) = abs_inner(l) {
+                return abs_one_side(inner, *op, exact(r)?);
+            }
+            if let Some(inner) = abs_inner(r) {
+                return abs_one_side(inner, op.flipped(), exact(l)?);
+            }
             if is_bare_var(l) {
                 let c = constant(r)?;
                 return Some(one_side(*op, &c));
@@ -142,6 +150,16 @@ pub fn solutions(s: &str) -> Option<Vec<Interval>> {
             let (root, increasing) = linear_root(l, r)?;
             let c = Constant { text: root.to_latex(), value: root.to_f64() };
             Some(one_side(if increasing { *op } else { op.flipped() }, &c))
+        }
+        ([a, x, b], [o1, o2]) if abs_inner(x).is_some() => {
+            let inner = abs_inner(x)?;
+            let (a, b) = (exact(a)?, exact(b)?);
+            let strict = |o: &Op| matches!(o, Op::Lt | Op::Gt);
+            match (o1, o2) {
+                (Op::Lt | Op::Le, Op::Lt | Op::Le) => abs_between(inner, Some((a, strict(o1))), Some((b, strict(o2)))),
+                (Op::Gt | Op::Ge, Op::Gt | Op::Ge) => abs_between(inner, Some((b, strict(o2))), Some((a, strict(o1)))),
+                _ => None,
+            }
         }
         ([a, x, b], [o1, o2]) if is_bare_var(x) => {
             let (a, b) = (constant(a)?, constant(b)?);
@@ -179,10 +197,20 @@ fn one_side(op: Op, c: &Constant) -> Vec<Interval> {
 }
 
 /// For `l op r` with `l - r = a t + b` in one variable `t` and rational `a != 0`: the root `-b / a` and
-/// whether `a > 0` (else dividing by `a` flips the relation). Linearity is checked exactly at five
-/// points, a negative one among them so that `|t|` is not mistaken for `t`.
+/// whether `a > 0` (else dividing by `a` flips the relation).
 fn linear_root(l: &str, r: &str) -> Option<(Ratio, bool)> {
-    let f = expr::parse(&format!("({l})-({r})")).ok().filter(|e| e.vars.len() == 1)?;
+    let (a, b) = linear(&format!("({l})-({r})"))?;
+    let root = Value::Exact(b).negated().over(Value::Exact(a)).ok()?;
+    match root {
+        Value::Exact(root) => Some((root, !a.is_negative())),
+        Value::Approx(_) => None,
+    }
+}
+
+/// `(a, b)` for an expression `a t + b` in one variable `t`, rational `a != 0` and `b`. Linearity is
+/// checked exactly at five points, a negative one among them so that `|t|` is not mistaken for `t`.
+fn linear(f: &str) -> Option<(Ratio, Ratio)> {
+    let f = expr::parse(f).ok().filter(|e| e.vars.len() == 1)?;
     let mut budget = Budget::new(STEPS);
     let mut at = |n: i128, d: i128| -> Option<Ratio> {
         match evaluate(&f, &[Value::Exact(Ratio::new(n, d)?)], &mut budget).ok()? {
@@ -202,11 +230,87 @@ fn linear_root(l: &str, r: &str) -> Option<(Ratio, bool)> {
             return None;
         }
     }
-    let root = Value::Exact(f0).negated().over(slope).ok()?;
-    match root {
-        Value::Exact(root) => Some((root, !a.is_negative())),
+    Some((a, f0))
+}
+
+/// A side without variables whose value is an exact rational.
+fn exact(side: &str) -> Option<Ratio> {
+    let e = expr::parse(side.trim()).ok().filter(|e| e.vars.is_empty())?;
+    match evaluate(&e, &[], &mut Budget::new(STEPS)).ok()? {
+        Value::Exact(r) => Some(r),
         Value::Approx(_) => None,
     }
+}
+
+/// The inside of a side written as one absolute value, `|2x-1|`.
+fn abs_inner(side: &str) -> Option<&str> {
+    let inner = side.trim().strip_prefix('|')?.strip_suffix('|')?;
+    (!inner.contains('|') && !inner.trim().is_empty()).then_some(inner)
+}
+
+/// The solutions of `|f| op c`.
+fn abs_one_side(inner: &str, op: Op, c: Ratio) -> Option<Vec<Interval>> {
+    match op {
+        Op::Lt | Op::Le => abs_between(inner, None, Some((c, op == Op::Lt))),
+        Op::Gt | Op::Ge => abs_between(inner, Some((c, op == Op::Gt)), None),
+        Op::Ne | Op::Eq => None,
+    }
+}
+
+/// One end of an interval of `u`: `None` where unbounded, else the value and whether it is included.
+type End = Option<(Ratio, bool)>;
+
+/// The solutions in `t` of `lo < |f(t)| < hi` (each bound optional, `(value, strict)`), for `f` linear in
+/// one variable. First the solutions in `u = f(t)`: `|u| < h` is `(-h, h)`, `|u| > l` is `u < -l or u > l`,
+/// both together the two pieces between; then `t = (u - b) / a`. `None` when there are no solutions or
+/// only single points, which are no intervals.
+fn abs_between(inner: &str, lo: Option<(Ratio, bool)>, hi: Option<(Ratio, bool)>) -> Option<Vec<Interval>> {
+    let (a, b) = linear(inner)?;
+    let zero = Ratio::int(0);
+    let negated = |r: Ratio| Value::Exact(r).negated();
+    let neg = |r: Ratio| match negated(r) {
+        Value::Exact(n) => Some(n),
+        Value::Approx(_) => None,
+    };
+    // A lower bound that every `|u|` meets is no bound.
+    let lo = lo.filter(|&(l, strict)| !(l.is_negative() || (l == zero && !strict)));
+    if let Some((h, strict)) = hi {
+        if h.is_negative() || (h == zero && strict) {
+            return None;
+        }
+    }
+    let pieces: Vec<(End, End)> = match (lo, hi) {
+        (None, None) => vec![(None, None)],
+        (None, Some((h, s))) => vec![(Some((neg(h)?, !s)), Some((h, !s)))],
+        (Some((l, s)), None) => vec![(None, Some((neg(l)?, !s))), (Some((l, !s)), None)],
+        (Some((l, sl)), Some((h, sh))) => {
+            if Value::Exact(h).minus(Value::Exact(l)).ok()?.f() <= 0.0 {
+                return None;
+            }
+            vec![(Some((neg(h)?, !sh)), Some((neg(l)?, !sl))), (Some((l, !sl)), Some((h, !sh)))]
+        }
+    };
+    // `t = (u - b) / a`; a negative `a` reverses each piece.
+    let to_t = |end: End| -> Option<End> {
+        match end {
+            None => Some(None),
+            Some((u, closed)) => match Value::Exact(u).minus(Value::Exact(b)).ok()?.over(Value::Exact(a)).ok()? {
+                Value::Exact(t) => Some(Some((t, closed))),
+                Value::Approx(_) => None,
+            },
+        }
+    };
+    let bound = |end: End, negative_infinity: bool| match end {
+        None => Bound::infinite(negative_infinity),
+        Some((t, closed)) => Bound { text: t.to_latex(), value: t.to_f64(), closed },
+    };
+    let mut out = Vec::with_capacity(pieces.len());
+    for (u_lo, u_hi) in pieces {
+        let (t_lo, t_hi) = if a.is_negative() { (to_t(u_hi)?, to_t(u_lo)?) } else { (to_t(u_lo)?, to_t(u_hi)?) };
+        out.push(Interval { lo: bound(t_lo, true), hi: bound(t_hi, false) });
+    }
+    out.sort_by(|x, y| x.lo.value.total_cmp(&y.lo.value));
+    Some(out)
 }
 
 /// Interval notation for the solutions: `[a,b)`, joined by `\cup`.
@@ -251,11 +355,16 @@ mod tests {
         assert_eq!(read("-x>-1").as_deref(), Some(r"(-\infty,1)"));
         assert_eq!(read(r"2x+1\le7").as_deref(), Some(r"(-\infty,3]"));
         assert_eq!(read(r"3x<1").as_deref(), Some(r"(-\infty,\frac{1}{3})"));
+        assert_eq!(read("|x|<2").as_deref(), Some("(-2,2)"));
+        assert_eq!(read(r"|x-1|\ge2").as_deref(), Some(r"(-\infty,-1]\cup[3,\infty)"));
+        assert_eq!(read(r"1\le|z|\le3/2").as_deref(), Some(r"[-\frac{3}{2},-1]\cup[1,\frac{3}{2}]"));
+        assert_eq!(read(r"3>|1-2x|>0").as_deref(), Some(r"(-1,\frac{1}{2})\cup(\frac{1}{2},2)"));
+        assert_eq!(read(r"|x|\ge0").as_deref(), Some(r"(-\infty,\infty)"));
     }
 
     #[test]
     fn other_relations_are_not_read() {
-        for s in ["x+y<3", "x^2<4", "|x|<2", "1<x>2", "x=3", "x<y", "f(2)<f(1)<f(4)", r"x<\sqrt{2}y", "3<5", "x", ""] {
+        for s in ["x+y<3", "x^2<4", "|x|<-2", "|x|<0", "|x-y|<2", "|x^2|<2", "1<x>2", "x=3", "x<y", "f(2)<f(1)<f(4)", r"x<\sqrt{2}y", "3<5", "x", ""] {
             assert_eq!(read(s), None, "{s}");
         }
     }

@@ -2,7 +2,8 @@
 //! a matrix, an equation) and equivalence of two shapes.
 //!
 //! - Tuples and intervals compare element-wise, and their brackets must match: `(1,2)` is not `[1,2]`.
-//! - Lists (`1, 2`), sets (`\{1,2\}`) and unions (`A \cup B`) are unordered; a list equals a set.
+//! - Lists (`1, 2`), sets (`\{1,2\}`, or `{1,2}`: plain braces around a list) and unions (`A \cup B`)
+//!   are unordered; a list equals a set; a union of finite sets is the set of their elements.
 //! - `\pm` in a list item or a whole answer makes two items: `1\pm\sqrt{2}` = `1+\sqrt{2}, 1-\sqrt{2}`.
 //! - `x = 5`, `x \in [0,1]`, `f(x) = 2x`: a bare variable on the left is dropped, and so is any other
 //!   left side that names a constant value ([`names_value`]: `|AB| = 1`, `(p,q) = (3,2)`, `A:B = 1:2`); a chain
@@ -11,21 +12,24 @@
 //! - An inequality in one variable is the interval of its solutions ([`super::relation`]):
 //!   `-2 \le x \le 7` is `[-2,7]`; inequalities joined by `or` / `and` (a list) whose solution sets do
 //!   not overlap are their union.
-//! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions.
+//! - Matrices (`pmatrix`, `bmatrix`, `array`) compare element-wise with equal dimensions; sums,
+//!   differences, scalar multiples and products of matrices are the matrix they make ([`super::matrix`]).
+//! - A chain of equalities without variables whose sides are all the same number (`3 \cdot 4 = 12`) is
+//!   that number; one with a false step is an equation, which equals no number.
 //! - `a \approx b` is the answer `a` (when the other side writes an approximation too, both must agree);
 //!   `\approx b` alone, or after a name (`x \approx 11`), is `b`. Items may also be separated by `;`.
 //! - Values compare equal when their normalised text is identical, or else when both parse as
 //!   expressions that are numerically equivalent ([`super::eval`]), or when one is a long decimal that
 //!   rounds the other ([`super::value::long_decimal`]).
 
-use crate::limits::{MAX_DEPTH, MAX_ITEMS};
+use crate::limits::{MAX_DEPTH, MAX_ITEMS, MAX_NODES};
 
 use super::budget::Budget;
 use super::eval;
 use super::expr::{self, Expr};
 use super::label::names_value;
 use super::relation;
-use super::value::{long_decimal, rounds_to};
+use super::value::{long_decimal, rounds_to, same};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ans {
@@ -188,7 +192,7 @@ fn build_at(s: &str, depth: usize) -> Ans {
         if unions.len() > MAX_ITEMS {
             return value(s);
         }
-        return Ans::Union(unions.iter().map(|p| build_at(p, depth + 1)).collect());
+        return union(unions.iter().map(|p| union_part(p, depth + 1)).collect());
     }
     for sep in [";", ","] {
         let parts = split_top(s, &us, sep);
@@ -213,6 +217,12 @@ fn build_at(s: &str, depth: usize) -> Ans {
         return build_at(&relation::to_latex(&solutions), depth + 1);
     }
     let sides = split_top(s, &us, "=");
+    // `3 \cdot 4 = 12`: arithmetic shown, every side the same number, is that number.
+    if sides.len() > 1 {
+        if let Some(last) = true_arithmetic(&sides) {
+            return build_at(last, depth + 1);
+        }
+    }
     if sides.len() == 2 {
         if names_value(sides[0], sides[1]) {
             return build_at(sides[1], depth + 1);
@@ -237,6 +247,11 @@ fn build_at(s: &str, depth: usize) -> Ans {
             return m;
         }
     }
+    if s.contains("\\begin{pmatrix}") {
+        if let Some(cells) = super::matrix::arithmetic(s) {
+            return Ans::Matrix(cells.iter().map(|row| row.iter().map(|c| build_at(c, depth + 1)).collect()).collect());
+        }
+    }
     if let Some(close) = first_match(s, &us).filter(|&k| k == us.len() - 1) {
         let open_u = &s[us[0].0..us[0].1];
         let close_u = &s[us[close].0..us[close].1];
@@ -252,7 +267,11 @@ fn build_at(s: &str, depth: usize) -> Ans {
             }
             ("(" | "[", ")" | "]") => {
                 let iu = units(inner);
-                let parts = split_top(inner, &iu, ",");
+                let mut parts = split_top(inner, &iu, ",");
+                if parts.len() == 1 {
+                    // `(1;2)`: coordinates separated by semicolons, where no comma separates them.
+                    parts = split_top(inner, &iu, ";");
+                }
                 if parts.len() == 1 {
                     return build_at(inner, depth + 1);
                 }
@@ -263,11 +282,64 @@ fn build_at(s: &str, depth: usize) -> Ans {
                 let close = if close_u == ")" { ')' } else { ']' };
                 return Ans::Tuple { open, close, items: parts.iter().map(|p| build_at(p, depth + 1)).collect() };
             }
-            ("{", "}") => return build_at(inner, depth + 1),
+            // `{1,3}`: braces around a list are set braces written without their backslashes.
+            ("{", "}") => {
+                let parts = split_top(inner, &units(inner), ",");
+                if parts.len() > 1 {
+                    return items(&parts, depth).map_or_else(|| value(s), Ans::Set);
+                }
+                return build_at(inner, depth + 1);
+            }
             _ => {}
         }
     }
     value(s)
+}
+
+/// The last side of a chain of equalities without variables whose sides all have the same value.
+fn true_arithmetic<'a>(sides: &[&'a str]) -> Option<&'a str> {
+    let mut budget = Budget::new(8 * MAX_NODES as u64);
+    let mut first = None;
+    for side in sides {
+        let e = expr::parse(side.trim()).ok().filter(|e| e.vars.is_empty())?;
+        let v = eval::evaluate(&e, &[], &mut budget).ok()?;
+        match first {
+            None => first = Some(v),
+            Some(f) if same(f, v) => {}
+            Some(_) => return None,
+        }
+    }
+    sides.last().copied()
+}
+
+/// One side of a `\cup`, where braces around even one element (`{7}`) make a set.
+fn union_part(p: &str, depth: usize) -> Ans {
+    let t = p.trim();
+    let us = units(t);
+    let braced = t.starts_with('{') && first_match(t, &us) == Some(us.len() - 1);
+    match build_at(p, depth) {
+        Ans::Set(v) => Ans::Set(v),
+        single if braced && t.len() > 2 => Ans::Set(vec![single]),
+        other => other,
+    }
+}
+
+/// A union; of finite sets only, the set of their elements (`\{1,3\} \cup \{3,4\}` is `\{1,3,4\}`, an
+/// element written alike in two sets counted once).
+fn union(parts: Vec<Ans>) -> Ans {
+    if !parts.iter().all(|p| matches!(p, Ans::Set(_))) {
+        return Ans::Union(parts);
+    }
+    let mut elements: Vec<Ans> = Vec::new();
+    for part in parts {
+        let Ans::Set(items) = part else { continue };
+        for item in items {
+            if !elements.contains(&item) {
+                elements.push(item);
+            }
+        }
+    }
+    Ans::Set(elements)
 }
 
 /// `x < -1 \text{ or } x > 3`: list items that are all inequalities in one variable, with solution sets
@@ -325,28 +397,8 @@ fn items(parts: &[&str], depth: usize) -> Option<Vec<Ans>> {
 }
 
 fn matrix(s: &str, depth: usize) -> Option<Ans> {
-    let inner = s.strip_prefix("\\begin{pmatrix}")?.strip_suffix("\\end{pmatrix}")?;
-    let us = units(inner);
-    if !balanced(inner, &us) {
-        return None;
-    }
-    let mut rows: Vec<&str> = split_top(inner, &us, "\\\\");
-    while rows.len() > 1 && rows.last().is_some_and(|r| r.trim().is_empty()) {
-        rows.pop();
-    }
-    if rows.len() > MAX_ITEMS {
-        return None;
-    }
-    let mut out = Vec::new();
-    for row in rows {
-        let ru = units(row);
-        let cells = split_top(row, &ru, "&");
-        if cells.len() > MAX_ITEMS {
-            return None;
-        }
-        out.push(cells.iter().map(|c| build_at(c, depth + 1)).collect());
-    }
-    Some(Ans::Matrix(out))
+    let rows = super::matrix::cells(s)?;
+    Some(Ans::Matrix(rows.iter().map(|row| row.iter().map(|c| build_at(c, depth + 1)).collect()).collect()))
 }
 
 /// A person's view of a shape: `(1, 2]` for a tuple or interval, `list [1; 2]`, `set {1; 2}`,
@@ -426,8 +478,13 @@ fn rounded_value_agrees(x: &str, ex: &Expr, y: &str, ey: &Expr, budget: &mut Bud
     other.vars.is_empty() && eval::evaluate(other, &[], budget).is_ok_and(|v| rounds_to(decimal, v))
 }
 
-/// Every item of `x` matched to a distinct equivalent item of `y` (greedy, in order).
+/// Every item of `x` matched to a distinct equivalent item of `y` (greedy, in order). Collections of
+/// tuples (points, solutions of a system) are sets: a tuple repeated on one side is the same element.
 fn same_multiset(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
+    let tuples = |v: &[Ans]| !v.is_empty() && v.iter().all(|a| matches!(a, Ans::Tuple { .. }));
+    if tuples(x) && tuples(y) {
+        return covers(x, y, budget) && covers(y, x, budget);
+    }
     if x.len() != y.len() {
         return false;
     }
@@ -442,6 +499,11 @@ fn same_multiset(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
         return false;
     }
     true
+}
+
+/// Every item of `x` has an equivalent item in `y`.
+fn covers(x: &[Ans], y: &[Ans], budget: &mut Budget) -> bool {
+    x.iter().all(|a| y.iter().any(|b| equivalent(a, b, budget)))
 }
 
 #[cfg(test)]
@@ -471,6 +533,9 @@ mod tests {
         assert_eq!(text(&build("\\{1,2\\}")), "set[1;2]");
         assert_eq!(text(&build("\\emptyset")), "set[]");
         assert_eq!(text(&build("(-\\infty,1)\\cup(2,3]")), "union[(-\\infty;1);(2;3]]");
+        assert_eq!(text(&build("{1,3}\\cup\\{3,4\\}")), "set[1;3;4]");
+        assert_eq!(text(&build("x\\in{1,3}")), "set[1;3]");
+        assert_eq!(text(&build("\\{1\\}\\cup(2,3)")), "union[set[1];(2;3)]");
         assert_eq!(text(&build("x=5")), "5");
         assert_eq!(text(&build("f(x)=2x")), "2x");
         assert_eq!(text(&build("x\\in[-2,7]")), "[-2;7]");

@@ -4,13 +4,23 @@
 //! fix that accepts more cannot pass by accepting everything. Each test prints how many of its cases
 //! pass before it asserts that all do.
 
+mod arithmetic_answers;
+mod boxes_with_text;
+mod decimal_commas;
 mod decimals;
 mod digits_in_words;
 mod equations;
+mod equivalent_forms;
+mod grouping_braces;
 mod inequalities;
 mod labelled_answers;
+mod labelled_golds;
+mod or_and_golds;
+mod prose_sentences;
 mod relations;
 mod several_answers;
+mod spaced_thousands;
+mod sets_of_tuples;
 mod thousands_separators;
 mod unboxed_answers;
 
