@@ -51,7 +51,8 @@ fn trl_objectives_and_the_rollout_correction_on_a_backend_match_the_cpu_update()
         "loss.loss_type=\"sapo\"",
         "loss.importance_sampling_level=\"sequence\"",
         "loss.top_entropy_quantile=0.5",
-        "loss.off_policy_mask_threshold=0.0",
+        // Below any drift: every negative-advantage completion is dropped, far from the threshold.
+        "loss.off_policy_mask_threshold=-0.5",
         "loss.rollout_correction=\"sequence_truncate\"",
     ];
     let cpu = run("dev-obj-cpu", 2, false, &extra, None);
