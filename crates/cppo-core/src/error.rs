@@ -98,4 +98,10 @@ pub enum Error {
 
     #[error("beta > 0 but no reference log-probs")]
     NoReference,
+
+    #[error("a rollout correction is configured but the completions carry no sampler log-probs")]
+    NoRolloutLogprobs,
+
+    #[error("top_entropy_quantile < 1 but no per-token entropies were given")]
+    NoEntropy,
 }

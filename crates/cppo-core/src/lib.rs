@@ -13,6 +13,7 @@ pub mod advantage;
 pub mod chat;
 pub mod allocate;
 pub mod error;
+pub mod gdpo;
 pub mod loss;
 pub mod passk;
 pub mod problem;

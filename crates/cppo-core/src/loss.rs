@@ -16,8 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
+pub mod masks;
 mod policy;
-pub use policy::{policy_loss, LossStats, PolicyLoss, Rows};
+pub mod rollout;
+pub use policy::{policy_loss, ImportanceSamplingLevel, LossStats, Objective, PolicyLoss, Rows};
+pub use rollout::{CorrectionMode, MismatchStats, RolloutCorrection};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -30,6 +33,9 @@ pub enum Aggregation {
     /// Dr.GRPO: token sums over a constant L (e.g. the max completion length), averaged over sequences,
     /// w_i = 1 / (N * L).
     SeqMeanTokenSumNorm,
+    /// LUSPO: each sequence's token sum, averaged over sequences, w_i = 1 / N (with GSPO's sequence
+    /// ratio, the sequence's loss times its length).
+    SeqMeanTokenSum,
 }
 
 impl Aggregation {
@@ -52,6 +58,7 @@ impl Aggregation {
                     Aggregation::SeqMeanTokenMean => 1.0 / (sequences * t as f64),
                     Aggregation::TokenMean => 1.0 / tokens,
                     Aggregation::SeqMeanTokenSumNorm => 1.0 / (sequences * normaliser),
+                    Aggregation::SeqMeanTokenSum => 1.0 / sequences,
                 }
             })
             .collect())
@@ -77,6 +84,7 @@ mod tests {
             Aggregation::SeqMeanTokenSumNorm.weights(&t, 8.0).unwrap(),
             vec![1.0 / 16.0, 0.0, 1.0 / 16.0]
         );
+        assert_eq!(Aggregation::SeqMeanTokenSum.weights(&t, 0.0).unwrap(), vec![0.5, 0.0, 0.5]);
     }
 
     #[test]
@@ -85,6 +93,7 @@ mod tests {
             Aggregation::SeqMeanTokenMean,
             Aggregation::TokenMean,
             Aggregation::SeqMeanTokenSumNorm,
+            Aggregation::SeqMeanTokenSum,
         ] {
             assert_eq!(agg.weights(&[0, 0], 4.0).unwrap(), vec![0.0, 0.0]);
             assert_eq!(agg.weights(&[], 4.0).unwrap(), Vec::<f64>::new());

@@ -3,10 +3,11 @@
 use cppo_core::Aggregation;
 use proptest::prelude::*;
 
-const RULES: [Aggregation; 3] = [
+const RULES: [Aggregation; 4] = [
     Aggregation::SeqMeanTokenMean,
     Aggregation::TokenMean,
     Aggregation::SeqMeanTokenSumNorm,
+    Aggregation::SeqMeanTokenSum,
 ];
 
 /// Per-token losses for up to 12 completions of 0..20 tokens (zero-token completions included).
@@ -40,6 +41,8 @@ fn reference(agg: Aggregation, l: &[Vec<f64>], norm: f64) -> f64 {
                 .sum::<f64>()
                 / n
         }
+        // LUSPO: the mean over sequences of each sequence's token sum.
+        Aggregation::SeqMeanTokenSum => nonempty.iter().map(|s| s.iter().sum::<f64>()).sum::<f64>() / n,
     }
 }
 
@@ -59,6 +62,7 @@ proptest! {
             let want = match (agg, total) {
                 (_, 0) => 0.0,
                 (Aggregation::SeqMeanTokenSumNorm, _) => total as f64 / (seqs as f64 * norm),
+                (Aggregation::SeqMeanTokenSum, _) => total as f64 / seqs as f64,
                 _ => 1.0,
             };
             prop_assert!((mass - want).abs() < 1e-9, "{:?}: {} vs {}", agg, mass, want);

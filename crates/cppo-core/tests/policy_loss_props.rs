@@ -52,6 +52,7 @@ fn configs() -> impl Strategy<Value = PolicyLoss> {
             beta,
             kl_clamp: clamp,
             use_bias_correction_kl: bias,
+            ..PolicyLoss::default()
         })
 }
 
@@ -92,6 +93,8 @@ proptest! {
             mask: &mask,
             advantages: &adv,
             weights: &w,
+            rollout: None,
+            entropy: None,
         };
         let (g, stats) = policy_loss(&rows, &cfg).unwrap();
         let mut want_loss = 0.0;
@@ -121,8 +124,8 @@ proptest! {
         (width, lp, _s, _r, mask, adv, w) in batch(),
         lo in 0.05f64..0.4, hi in 0.05f64..0.4,
     ) {
-        let cfg = PolicyLoss { epsilon_low: lo, epsilon_high: hi, dual_clip: None, beta: 0.0, kl_clamp: None, use_bias_correction_kl: false };
-        let rows = Rows { width, logprobs: &lp, old: None, reference: None, mask: &mask, advantages: &adv, weights: &w };
+        let cfg = PolicyLoss { epsilon_low: lo, epsilon_high: hi, dual_clip: None, beta: 0.0, kl_clamp: None, use_bias_correction_kl: false, ..PolicyLoss::default() };
+        let rows = Rows { width, logprobs: &lp, old: None, reference: None, mask: &mask, advantages: &adv, weights: &w, rollout: None, entropy: None };
         let (g, stats) = policy_loss(&rows, &cfg).unwrap();
         for (i, &gi) in g.iter().enumerate() {
             let j = i / width;
@@ -134,9 +137,9 @@ proptest! {
 
 #[test]
 fn wrong_lengths_and_a_missing_reference_are_errors() {
-    let cfg = PolicyLoss { epsilon_low: 0.2, epsilon_high: 0.2, dual_clip: None, beta: 0.1, kl_clamp: None, use_bias_correction_kl: false };
+    let cfg = PolicyLoss { epsilon_low: 0.2, epsilon_high: 0.2, dual_clip: None, beta: 0.1, kl_clamp: None, use_bias_correction_kl: false, ..PolicyLoss::default() };
     let (lp, mask) = ([-1.0f32, -2.0], [1.0f32, 1.0]);
-    let rows = Rows { width: 2, logprobs: &lp, old: None, reference: None, mask: &mask, advantages: &[1.0], weights: &[0.5] };
+    let rows = Rows { width: 2, logprobs: &lp, old: None, reference: None, mask: &mask, advantages: &[1.0], weights: &[0.5], rollout: None, entropy: None };
     assert_eq!(policy_loss(&rows, &cfg).unwrap_err(), cppo_core::Error::NoReference);
     let short = Rows { width: 3, ..rows };
     assert!(matches!(policy_loss(&short, &cfg), Err(cppo_core::Error::LossShape { rows: 1, width: 3 })));

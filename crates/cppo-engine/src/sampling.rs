@@ -17,6 +17,9 @@ pub struct SamplingParams {
     pub top_p: f64,
     /// Keep the `top_k` most likely tokens (0 disables it).
     pub top_k: usize,
+    /// Keep the tokens whose probability is at least `min_p` times the most likely one's (0 disables
+    /// it; TRL's and transformers' `min_p`, applied after top-k and top-p).
+    pub min_p: f64,
     pub max_new_tokens: usize,
     /// Stop when the decoded completion contains one of these; the completion is cut before it.
     pub stop: Vec<String>,
@@ -24,7 +27,7 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, max_new_tokens: 256, stop: vec![] }
+        SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, max_new_tokens: 256, stop: vec![] }
     }
 }
 
@@ -44,6 +47,9 @@ impl SamplingParams {
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(format!("top_p = {} must be in (0, 1]", self.top_p));
         }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(format!("min_p = {} must be in [0, 1]", self.min_p));
+        }
         if self.max_new_tokens == 0 {
             return Err("max_new_tokens must be at least 1".into());
         }
@@ -55,7 +61,7 @@ impl SamplingParams {
 
     /// What the sampler (host or device) sees of these parameters.
     pub fn sampler(&self) -> SampleParams {
-        SampleParams { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k }
+        SampleParams { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k, min_p: self.min_p }
     }
 
     /// The uniform draw a sample's next token takes from its RNG: one `gen::<f64>()` per sampled token,
@@ -142,6 +148,28 @@ mod tests {
             let (t, _) = sample(&logits, &p, &mut rng);
             assert!(t == 0 || t == 1, "picked {t}");
         }
+    }
+
+    /// min_p keeps exactly the tokens with p >= min_p * p_max under softmax(logits / T), each drawn
+    /// with its renormalised probability, over random rows.
+    #[test]
+    fn min_p_keeps_the_tokens_above_its_share_of_the_most_likely() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for case in 0..200 {
+            let logits: Vec<f32> = (0..12).map(|_| rng.gen_range(-4.0f32..4.0)).collect();
+            let (t, min_p) = (rng.gen_range(0.5f64..1.5), rng.gen_range(0.01f64..0.9));
+            let params = SamplingParams { temperature: t, min_p, ..Default::default() };
+            let w: Vec<f64> = logits.iter().map(|&l| (l as f64 / t).exp()).collect();
+            let top = w.iter().cloned().fold(0.0, f64::max);
+            let kept: Vec<usize> = (0..w.len()).filter(|&i| w[i] >= min_p * top).collect();
+            let z: f64 = kept.iter().map(|&i| w[i]).sum();
+            for _ in 0..20 {
+                let (tok, lp) = sample(&logits, &params, &mut rng);
+                assert!(kept.contains(&(tok as usize)), "case {case}: token {tok} outside {kept:?}");
+                assert!((lp as f64 - (w[tok as usize] / z).ln()).abs() < 1e-4, "case {case}: {lp}");
+            }
+        }
+        assert!(SamplingParams { min_p: 1.5, ..Default::default() }.validate().is_err());
     }
 
     #[test]

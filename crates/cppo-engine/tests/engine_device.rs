@@ -51,8 +51,8 @@ fn options() -> EngineOptions {
 fn sampled() -> Vec<SamplingParams> {
     vec![
         SamplingParams::greedy(9),
-        SamplingParams { temperature: 0.9, top_p: 0.85, top_k: 0, max_new_tokens: 9, stop: vec![] },
-        SamplingParams { temperature: 1.3, top_p: 1.0, top_k: 5, max_new_tokens: 7, stop: vec![] },
+        SamplingParams { temperature: 0.9, top_p: 0.85, top_k: 0, min_p: 0.0, max_new_tokens: 9, stop: vec![] },
+        SamplingParams { temperature: 1.3, top_p: 1.0, top_k: 5, min_p: 0.0, max_new_tokens: 7, stop: vec![] },
     ]
 }
 

@@ -15,6 +15,9 @@ pub struct SampleParams {
     pub top_p: f64,
     /// Keep the `top_k` most likely tokens (0 disables).
     pub top_k: usize,
+    /// After top-k and top-p, keep the tokens whose probability is at least `min_p` times the largest
+    /// (0 disables), as transformers' `MinPLogitsWarper`.
+    pub min_p: f64,
 }
 
 impl SampleParams {
@@ -35,7 +38,7 @@ pub fn sample_row(logits: &[f32], p: &SampleParams, u: f64) -> (u32, f32) {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     // Unnormalised probabilities; everything below is relative to the max logit, so it cannot overflow.
     let mut probs: Vec<f32> = logits.iter().map(|&l| ((l - max) * inv_t).exp()).collect();
-    let restricted = p.top_k > 0 && p.top_k < logits.len() || p.top_p < 1.0;
+    let restricted = p.top_k > 0 && p.top_k < logits.len() || p.top_p < 1.0 || p.min_p > 0.0;
     if restricted {
         let mut order: Vec<u32> = (0..logits.len() as u32).collect();
         let by_prob_desc = |a: &u32, b: &u32| probs[*b as usize].total_cmp(&probs[*a as usize]).then(a.cmp(b));
@@ -58,6 +61,10 @@ pub fn sample_row(logits: &[f32], p: &SampleParams, u: f64) -> (u32, f32) {
                 }
             }
             order.truncate(n.max(1));
+        }
+        if p.min_p > 0.0 {
+            // The largest unnormalised probability is exactly 1 (the max logit's), and it is kept.
+            order.retain(|&i| probs[i as usize] as f64 >= p.min_p);
         }
         let mut masked = vec![0f32; probs.len()];
         for &i in &order {

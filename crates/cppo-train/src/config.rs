@@ -128,6 +128,10 @@ pub struct RolloutSection {
     /// the step draws and generates another batch of the planned size, up to this many batches in all,
     /// then trains on the first planned number of informative groups. 0 or 1: no refill.
     pub max_sampling_rounds: usize,
+    /// TRL's `multi_objective_aggregation`: `sum_then_normalize` (the weighted sum of the reward parts
+    /// goes to the estimator) or `normalize_then_sum` (GDPO: each part normalised in its group, then
+    /// summed, then whitened over the batch; `objectives.rs`).
+    pub multi_objective_aggregation: crate::objectives::MultiObjectiveAggregation,
     #[serde(flatten)]
     pub selection: SelectionConfig,
 }
@@ -139,6 +143,7 @@ impl Default for RolloutSection {
             questions_per_step: 1,
             allocation: false,
             max_sampling_rounds: 4,
+            multi_objective_aggregation: Default::default(),
             selection: SelectionConfig::default(),
         }
     }
@@ -152,6 +157,9 @@ pub struct GenerationSection {
     pub top_p: f64,
     /// 0 disables top-k.
     pub top_k: usize,
+    /// TRL's `min_p`: after top-k and top-p, keep the tokens at least `min_p` times as likely as the
+    /// most likely one (0, the default, disables it). CPU rollouts only for now.
+    pub min_p: f64,
     /// Extra stop strings besides the model's end-of-turn tokens.
     pub stop: Vec<String>,
     /// Rows decoded together.
@@ -166,7 +174,7 @@ pub struct GenerationSection {
 
 impl Default for GenerationSection {
     fn default() -> Self {
-        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, stop: vec![], max_batch: 64, weights: Precision::Auto }
+        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, stop: vec![], max_batch: 64, weights: Precision::Auto }
     }
 }
 
@@ -188,11 +196,37 @@ pub struct LossSection {
     pub use_bias_correction_kl: bool,
     /// mu: update passes over each batch.
     pub num_iterations: usize,
-    pub aggregation: Aggregation,
+    /// How token losses are summed (`seq-mean-token-mean`, `token-mean`, `seq-mean-token-sum-norm`,
+    /// `seq-mean-token-sum`); unset, the one `loss_type` implies (GRPO's `seq-mean-token-mean` without it).
+    pub aggregation: Option<Aggregation>,
     /// Dr.GRPO's constant normaliser; defaults to `generation.max_new_tokens`.
     pub normaliser: Option<f64>,
     /// Give truncated completions (no end-of-turn token) no loss.
     pub mask_truncated: bool,
+    // TRL's objectives and the rollout correction, by TRL's names; how they combine: `objectives.rs`.
+    /// TRL's `loss_type`: `grpo`, `bnpo`, `dr_grpo`, `dapo`, `cispo`, `sapo` or `luspo` (the objective
+    /// and the aggregation it implies); unset: the clipped surrogate with `aggregation`.
+    pub loss_type: Option<crate::objectives::LossType>,
+    /// `token` (the default) or `sequence` (GSPO: one ratio per completion).
+    pub importance_sampling_level: cppo_core::loss::ImportanceSamplingLevel,
+    /// INTELLECT-2's two-sided clip: the unclipped ratio is capped at delta (> 1); none disables it.
+    pub delta: Option<f64>,
+    /// SAPO's gate temperatures for positive and non-positive advantages.
+    pub sapo_temperature_pos: f64,
+    pub sapo_temperature_neg: f64,
+    /// DeepSeek-V3.2's off-policy sequence mask threshold; none disables it.
+    pub off_policy_mask_threshold: Option<f64>,
+    /// Keep the policy term only on the top rho fraction of tokens by entropy (1: all).
+    pub top_entropy_quantile: f64,
+    /// TRL's `vllm_importance_sampling_mode` for the sampler / trainer mismatch: `token_truncate`,
+    /// `token_mask`, `sequence_truncate`, `sequence_mask` or `none`. Unset: `sequence_mask` when the
+    /// rollouts' weights are sampled at another precision than the update's products, `none` when the
+    /// two are the same.
+    pub rollout_correction: Option<cppo_core::loss::CorrectionMode>,
+    /// TRL's `vllm_importance_sampling_clip_max` (3); `inf` for no upper bound.
+    pub rollout_correction_cap: f64,
+    /// TRL's `vllm_importance_sampling_clip_min`; none for no lower bound.
+    pub rollout_correction_min: Option<f64>,
 }
 
 impl Default for LossSection {
@@ -205,9 +239,19 @@ impl Default for LossSection {
             kl_clamp: None,
             use_bias_correction_kl: false,
             num_iterations: 1,
-            aggregation: Aggregation::SeqMeanTokenMean,
+            aggregation: None,
             normaliser: None,
             mask_truncated: false,
+            loss_type: None,
+            importance_sampling_level: Default::default(),
+            delta: None,
+            sapo_temperature_pos: 1.0,
+            sapo_temperature_neg: 1.05,
+            off_policy_mask_threshold: None,
+            top_entropy_quantile: 1.0,
+            rollout_correction: None,
+            rollout_correction_cap: 3.0,
+            rollout_correction_min: None,
         }
     }
 }
@@ -477,6 +521,12 @@ impl TrainConfig {
         if !(g.top_p > 0.0 && g.top_p <= 1.0) {
             bail!("generation.top_p = {} must be in (0, 1]", g.top_p);
         }
+        if !(0.0..=1.0).contains(&g.min_p) {
+            bail!("generation.min_p = {} must be in [0, 1]", g.min_p);
+        }
+        if g.min_p > 0.0 && self.model.device != "cpu" {
+            bail!("generation.min_p = {} is not in the device sampler yet: model.device = \"{}\" samples with temperature, top_k and top_p only", g.min_p, self.model.device);
+        }
         if g.max_batch == 0 {
             bail!("generation.max_batch must be at least 1");
         }
@@ -508,6 +558,8 @@ impl TrainConfig {
                 bail!("loss.normaliser = {n} must be > 0");
             }
         }
+        l.validate_objectives()?;
+        crate::objectives::validate_multi_objective(self)?;
         let o = &self.optim;
         if !(o.lr > 0.0 && o.lr.is_finite()) {
             bail!("optim.lr = {} must be > 0", o.lr);
@@ -659,18 +711,4 @@ fn apply_override(root: &mut toml::Table, spec: &str) -> Result<()> {
     }
     table.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
-}
-
-impl LossSection {
-    /// The clip and KL settings the loss (`cppo_core::loss::policy_loss`) takes.
-    pub fn policy(&self) -> cppo_core::loss::PolicyLoss {
-        cppo_core::loss::PolicyLoss {
-            epsilon_low: self.epsilon_low,
-            epsilon_high: self.epsilon_high,
-            dual_clip: self.dual_clip,
-            beta: self.beta,
-            kl_clamp: self.kl_clamp,
-            use_bias_correction_kl: self.use_bias_correction_kl,
-        }
-    }
 }

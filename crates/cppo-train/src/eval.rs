@@ -88,6 +88,7 @@ pub fn evaluate_with(
         temperature: settings.temperature,
         top_p: settings.top_p,
         top_k: 0,
+        min_p: 0.0,
         max_new_tokens: settings.max_new_tokens,
         stop: settings.stop.clone(),
     };

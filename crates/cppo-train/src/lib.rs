@@ -16,5 +16,6 @@ pub mod sources;
 pub mod step;
 pub mod trainer;
 pub mod update;
+pub mod objectives;
 pub mod device;
 pub mod run;

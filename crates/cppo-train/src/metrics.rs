@@ -58,6 +58,47 @@ pub struct StepMetrics {
     /// Completion rows that went through a policy or reference forward pass this step.
     pub forward_rows: usize,
     pub time: PhaseTimes,
+    /// Sampler against trainer on the kept loss tokens, and what the rollout correction did.
+    #[serde(default)]
+    pub mismatch: Mismatch,
+}
+
+/// The gap between the sampler's log-probs (bf16 rollout weights, another kernel) and the trainer's
+/// for the same weights, over the kept loss tokens of the step's last pass, and the rollout
+/// correction's ratios (TRL's `sampling/sampling_logp_difference/*` and
+/// `sampling/importance_sampling_ratio/*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// Mean over tokens of |logp_trainer - logp_sampler|.
+    pub logp_diff_mean: f64,
+    pub logp_diff_max: f64,
+    /// Mean over completions of |sum over its tokens of (logp_trainer - logp_sampler)|.
+    pub sequence_logp_diff_mean: f64,
+    /// The correction's ratios (per token or per sequence, by its mode); 0 without a correction.
+    pub ratio_mean: f64,
+    pub ratio_min: f64,
+    pub ratio_max: f64,
+    /// Fraction of those ratios a mask mode set to 0.
+    pub ratio_masked_fraction: f64,
+    /// Fraction of loss tokens whose policy term a mask (rollout, off-policy, entropy) took out.
+    pub policy_masked_fraction: f64,
+}
+
+impl Mismatch {
+    pub fn of(st: &cppo_core::loss::LossStats) -> Self {
+        let m = &st.mismatch;
+        let per = |x: f64, n: f64| if n > 0.0 { x / n } else { 0.0 };
+        Mismatch {
+            logp_diff_mean: per(m.token_abs_diff, m.tokens),
+            logp_diff_max: m.token_abs_diff_max,
+            sequence_logp_diff_mean: per(m.sequence_abs_diff, m.sequences),
+            ratio_mean: per(m.ratio_sum, m.ratios),
+            ratio_min: m.ratio_min,
+            ratio_max: m.ratio_max,
+            ratio_masked_fraction: per(m.masked, m.ratios),
+            policy_masked_fraction: per(st.policy_masked, st.tokens),
+        }
+    }
 }
 
 /// Wall-clock seconds of each phase of a step.
@@ -176,6 +217,7 @@ impl StepMetrics {
             loss_tokens: counts.loss_tokens,
             forward_rows: update.forward_rows,
             time,
+            mismatch: Mismatch::of(&update.stats),
         }
     }
 }

@@ -75,8 +75,8 @@ impl Trainer {
         counts.groups_trained = rollouts.len();
 
         // advantage: one per completion, from its group's rewards (GRPO, Dr.GRPO, RLOO, REINFORCE++).
-        let rewards: Vec<Vec<f64>> = rollouts.iter().map(|r| r.rewards.clone()).collect();
-        let estimator = self.cfg.estimator();
+        let (rewards, estimator) = crate::objectives::advantage_inputs(&self.cfg, &self.rewards, &rollouts);
+        let estimator = &estimator;
         let advantages = estimator.advantages(&rewards).map_err(|e| anyhow!("selection: {e}"))?;
 
         // select: which completions train; the CPPO family keeps their full-group advantages, the PODS
@@ -88,7 +88,8 @@ impl Trainer {
 
         // update: mu passes of forward, loss, backward and one AdamW step over the kept completions.
         let normaliser = self.cfg.loss.normaliser.unwrap_or(self.cfg.generation.max_new_tokens as f64);
-        let batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
+        let mut batch = build_batch(&rollouts, &selection, &self.cfg.loss, normaliser, self.cfg.optim.micro_batch_tokens)?;
+        batch.correction = crate::objectives::run_rollout_correction(&self.cfg);
         let (sched, base, mu) = (self.cfg.optim.schedule, self.cfg.optim.lr, self.cfg.loss.num_iterations as u64);
         let (warmup, total) = (self.cfg.warmup_steps(), self.cfg.optimizer_steps());
         let lr = |pass: usize| learning_rate(sched, base, step * mu + pass as u64, warmup, total);
@@ -174,7 +175,7 @@ impl Trainer {
 
     fn sampling(&self) -> SamplingParams {
         let g = &self.cfg.generation;
-        SamplingParams { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k, max_new_tokens: g.max_new_tokens, stop: g.stop.clone() }
+        SamplingParams { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k, min_p: g.min_p, max_new_tokens: g.max_new_tokens, stop: g.stop.clone() }
     }
 
     /// Seeds of step s depend only on (seed, s), so a resumed run draws what an uninterrupted one would.

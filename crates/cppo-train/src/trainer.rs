@@ -128,12 +128,7 @@ impl Trainer {
         };
         let loaded = cppo_io::load_model(&model_path, dtype, &device)
             .with_context(|| format!("model.path: cannot load the model from {}", model_path.display()))?;
-        // A GPU multiplies bf16 natively: there `auto` means bf16, whatever the host CPU has.
-        let mp = match (cfg.model.device.as_str(), cfg.optim.matmul_precision) {
-            ("cpu", p) => p.for_update(),
-            (_, cppo_kernels::Precision::Auto) => cppo_kernels::Precision::Bf16,
-            (_, p) => p,
-        };
+        let mp = crate::objectives::update_precision(&cfg);
         // Every log-prob of the loss (policy, old policy, reference) is taken at the sampling temperature.
         let temp = cfg.logprob_temperature();
         let (policy, reference) = match &lora {

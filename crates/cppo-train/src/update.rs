@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Tensor, Var};
-use cppo_core::loss::{policy_loss, LossStats, Rows};
+use cppo_core::loss::{policy_loss, LossStats, RolloutCorrection, Rows};
 use cppo_core::Selection;
 use cppo_model::{CompletionLogProbs, Decoder};
 
@@ -22,6 +22,8 @@ pub struct Item<'a> {
     /// The completion's index within its group.
     pub index: usize,
     pub tokens: &'a [u32],
+    /// The sampler's log-prob of each token (under the weights and temperature it sampled with).
+    pub rollout_logprobs: &'a [f32],
     pub advantage: f32,
     pub weight: f32,
 }
@@ -41,6 +43,9 @@ pub struct Batch<'a> {
     /// for one gradient buffer and one accumulation per run rather than per question.
     pub backward_groups: Vec<std::ops::Range<usize>>,
     pub loss_tokens: usize,
+    /// The rollout correction the loss applies: the loss section's explicit one (or none) from
+    /// `build_batch`; a run sets the one its precisions call for (`objectives::run_rollout_correction`).
+    pub correction: RolloutCorrection,
 }
 
 /// Builds the update batch from the selection. Truncated completions are left out entirely when
@@ -58,14 +63,14 @@ pub fn build_batch<'a>(
         if c.tokens.is_empty() || (loss.mask_truncated && c.truncated()) {
             continue;
         }
-        kept.push((g, i, &c.tokens[..], a));
+        kept.push((g, i, c, a));
     }
-    let counts: Vec<usize> = kept.iter().map(|(_, _, t, _)| t.len()).collect();
-    let weights = loss.aggregation.weights(&counts, normaliser).map_err(|e| anyhow::anyhow!("loss: {e}"))?;
+    let counts: Vec<usize> = kept.iter().map(|(_, _, c, _)| c.tokens.len()).collect();
+    let weights = loss.aggregation().weights(&counts, normaliser).map_err(|e| anyhow::anyhow!("loss: {e}"))?;
     let items: Vec<Item> = kept
         .iter()
         .zip(&weights)
-        .map(|(&(group, index, tokens, a), &w)| Item { group, index, tokens, advantage: a as f32, weight: w as f32 })
+        .map(|(&(group, index, c, a), &w)| Item { group, index, tokens: &c.tokens, rollout_logprobs: &c.logprobs, advantage: a as f32, weight: w as f32 })
         .collect();
     // Pack each question's items greedily under the token budget (its prompt counted once per micro-batch).
     let mut micro: Vec<MicroBatch> = Vec::new();
@@ -103,6 +108,7 @@ pub fn build_batch<'a>(
         loss_tokens: counts.iter().sum(),
         items,
         micro,
+        correction: loss.rollout_correction(false),
     })
 }
 
@@ -263,7 +269,8 @@ pub fn update(models: &mut dyn UpdateModels, loss_cfg: &LossSection, batch: &Bat
             out.old_policy_seconds += t.elapsed().as_secs_f64();
         }
     }
-    let policy_loss_cfg = loss_cfg.policy();
+    let policy_loss_cfg = loss_cfg.policy_with(batch.correction);
+    let need_entropy = policy_loss_cfg.top_entropy_quantile < 1.0;
     for pass in 0..mu {
         let t = Instant::now();
         models.zero_grads()?;
@@ -279,6 +286,8 @@ pub fn update(models: &mut dyn UpdateModels, loss_cfg: &LossSection, batch: &Bat
                     let (k, w) = (lp.k, lp.width);
                     let advantages: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].advantage).collect();
                     let weights: Vec<f32> = mb.items.iter().map(|&i| batch.items[i].weight).collect();
+                    let rollout = padded_rows(mb.items.iter().map(|&i| batch.items[i].rollout_logprobs), w);
+                    let entropy: Option<Vec<f32>> = need_entropy.then(|| lp.entropy.iter().map(|&e| e as f32).collect());
                     let inputs = Rows {
                         width: w,
                         logprobs: &lp.logprobs,
@@ -287,6 +296,8 @@ pub fn update(models: &mut dyn UpdateModels, loss_cfg: &LossSection, batch: &Bat
                         mask: &lp.mask,
                         advantages: &advantages,
                         weights: &weights,
+                        rollout: Some(&rollout),
+                        entropy: entropy.as_deref(),
                     };
                     let (grad, stats) = policy_loss(&inputs, &policy_loss_cfg).map_err(|e| anyhow::anyhow!("loss: {e}"))?;
                     if !stats.loss.is_finite() {
@@ -321,6 +332,17 @@ pub fn update(models: &mut dyn UpdateModels, loss_cfg: &LossSection, batch: &Bat
     }
     out.forward_rows = (models.scored_rows() - rows_before) as usize;
     Ok(out)
+}
+
+/// Per-completion values right-padded with 0 to `width`, row-major.
+fn padded_rows<'a>(rows: impl Iterator<Item = &'a [f32]>, width: usize) -> Vec<f32> {
+    let mut out = Vec::new();
+    for r in rows {
+        let start = out.len();
+        out.extend_from_slice(&r[..r.len().min(width)]);
+        out.resize(start + width, 0.0);
+    }
+    out
 }
 
 /// A (k, L) tensor's values as f32, row-major.

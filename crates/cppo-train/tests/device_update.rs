@@ -42,6 +42,29 @@ fn the_update_on_a_backend_matches_the_cpu_update() {
     assert!(moved > dev.weights.len() / 2, "only {moved} of {} weights changed", dev.weights.len());
 }
 
+/// TRL's objectives and the rollout correction are loss inputs in `cppo_core`, so the device update
+/// applies them as the CPU does: GSPO's sequence ratio with SAPO's gate, the entropy and off-policy
+/// masks and a sequence-level correction, with CPPO pruning and mu = 2.
+#[test]
+fn trl_objectives_and_the_rollout_correction_on_a_backend_match_the_cpu_update() {
+    let extra = [
+        "loss.loss_type=\"sapo\"",
+        "loss.importance_sampling_level=\"sequence\"",
+        "loss.top_entropy_quantile=0.5",
+        // Below any drift: every negative-advantage completion is dropped, far from the threshold.
+        "loss.off_policy_mask_threshold=-0.5",
+        "loss.rollout_correction=\"sequence_truncate\"",
+    ];
+    let cpu = run("dev-obj-cpu", 2, false, &extra, None);
+    let dev = run("dev-obj-ref", 2, true, &extra, None);
+    assert!(cpu.metrics.iter().all(|m| m.mismatch.ratio_mean > 0.0), "the correction ran: {:?}", cpu.metrics[0].mismatch);
+    assert!(cpu.metrics.iter().any(|m| m.mismatch.policy_masked_fraction > 0.0), "the entropy mask took tokens out");
+    assert_agree(&cpu, &dev, "sapo, sequence level, masks, rollout correction");
+    for (a, b) in cpu.metrics.iter().zip(&dev.metrics) {
+        assert!((a.mismatch.ratio_mean - b.mismatch.ratio_mean).abs() < 1e-3, "{:?} vs {:?}", a.mismatch, b.mismatch);
+    }
+}
+
 #[test]
 fn the_host_copy_is_refreshed_when_the_host_reads_it_not_after_every_step() {
     let ov = device_runs::overrides(2, &[]);

@@ -27,6 +27,8 @@ fn loss_of(i: &LossInputs, cfg: &LossSection) -> Result<(Vec<f32>, LossStats), c
         mask: i.mask,
         advantages: &advantages,
         weights: i.weights,
+        rollout: None,
+        entropy: None,
     };
     policy_loss(&rows, &cfg.policy())
 }

@@ -292,6 +292,9 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
             "loss.normaliser=10",
             "loss.beta=0.0",
             "generation.stop=[\"k\", \"e\"]",
+            // Where rollouts and update differ in precision the rollout correction is on by default
+            // and weighs each completion by its sampler / trainer ratio; this checks the aggregation.
+            "loss.rollout_correction=\"none\"",
         ],
     );
     let mut t = Trainer::new(cfg, false).unwrap();

@@ -347,6 +347,7 @@ fn main() -> anyhow::Result<()> {
                 temperature: if g.greedy { 0.0 } else { g.temperature },
                 top_p: g.top_p,
                 top_k: g.top_k,
+                min_p: 0.0,
                 max_new_tokens: g.max_new_tokens,
                 stop: g.stop,
             };

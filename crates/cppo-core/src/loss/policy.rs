@@ -5,20 +5,83 @@
 //! clipped and unclipped surrogates equal, as at ratio 1) the gradient is split evenly between the
 //! two sides, as a subgradient; at ratio 1 both sides agree, so the gradient is -A w either way.
 
+use serde::{Deserialize, Serialize};
+
+use super::masks::{high_entropy_mask, off_policy_keep};
+use super::rollout::{correction_factors, CorrectionMode, MismatchStats, RolloutCorrection};
 use crate::error::Error;
 
-/// The loss settings (the `[loss]` section's clip, KL and dual-clip fields).
+/// The per-token objective of the policy term (TRL's `loss_type`, without its aggregation part).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Objective {
+    /// PPO's clipped surrogate -min(r A, clip(r) A) (TRL's grpo, bnpo, dr_grpo, dapo, luspo).
+    #[default]
+    Clip,
+    /// MiniMax-M1's CISPO: -sg(min(r, epsilon_high)) A logp; the clipped ratio carries no gradient,
+    /// so every token keeps a gradient.
+    Cispo,
+    /// SAPO's soft gate: -sigmoid(tau (r - 1)) 4 / tau A, tau the positive or the negative temperature
+    /// by the sign of A (A = 0 takes the negative one, as TRL).
+    Sapo { temperature_pos: f64, temperature_neg: f64 },
+}
+
+/// TRL's `importance_sampling_level`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportanceSamplingLevel {
+    /// One ratio per token, pi_theta(y_t) / pi_old(y_t).
+    #[default]
+    Token,
+    /// GSPO: one ratio per sequence, exp of the mean over its loss tokens of the log-ratios, shared
+    /// by all its tokens (its gradient reaches each token as 1 / T of the sequence's).
+    Sequence,
+}
+
+/// The loss settings (the `[loss]` section's objective, clip, KL, masks and rollout correction).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PolicyLoss {
     pub epsilon_low: f64,
+    /// With `Objective::Cispo`, the cap of the ratio itself (TRL's convention), not 1 + epsilon.
     pub epsilon_high: f64,
-    /// Dual clip c: for A < 0 the token's loss is bounded by -c A.
+    /// Dual clip c: for A < 0 the token's loss is bounded by -c A (clip objective only).
     pub dual_clip: Option<f64>,
     /// The KL coefficient; 0 leaves the reference out.
     pub beta: f64,
     pub kl_clamp: Option<f64>,
     /// TRL's `use_bias_correction_kl`: k3 times the ratio pi_theta / pi_old, with the ratio's gradient.
     pub use_bias_correction_kl: bool,
+    pub objective: Objective,
+    pub importance_sampling_level: ImportanceSamplingLevel,
+    /// INTELLECT-2's two-sided clip (TRL's `delta`): the unclipped ratio is also capped at delta, so a
+    /// negative-advantage token's loss is bounded (clip objective only).
+    pub delta: Option<f64>,
+    /// TRL's `off_policy_mask_threshold`: drops the policy term of a negative-advantage sequence whose
+    /// mean log-ratio sampler / trainer exceeds it (`masks::off_policy_keep`).
+    pub off_policy_mask_threshold: Option<f64>,
+    /// TRL's `top_entropy_quantile` rho: only the top-rho tokens by entropy keep their policy term (1:
+    /// all); the quantile is over the loss tokens of the rows given to one call.
+    pub top_entropy_quantile: f64,
+    /// The rollout correction; applied when `Rows::rollout` is given and its mode is not `None`.
+    pub rollout_correction: RolloutCorrection,
+}
+
+impl Default for PolicyLoss {
+    fn default() -> Self {
+        PolicyLoss {
+            epsilon_low: 0.2,
+            epsilon_high: 0.2,
+            dual_clip: None,
+            beta: 0.0,
+            kl_clamp: None,
+            use_bias_correction_kl: false,
+            objective: Objective::Clip,
+            importance_sampling_level: ImportanceSamplingLevel::Token,
+            delta: None,
+            off_policy_mask_threshold: None,
+            top_entropy_quantile: 1.0,
+            rollout_correction: RolloutCorrection::NONE,
+        }
+    }
 }
 
 /// One micro-batch of k completions, right-padded to width L: every per-token slice is (k, L) row-major.
@@ -37,6 +100,11 @@ pub struct Rows<'a> {
     pub advantages: &'a [f32],
     /// One aggregation weight per completion (k), from `Aggregation::weights`.
     pub weights: &'a [f32],
+    /// The sampler's log-probs of the tokens (under the weights and temperature it sampled with); with
+    /// them the mismatch is measured and, per `rollout_correction`, corrected.
+    pub rollout: Option<&'a [f32]>,
+    /// Each token's entropy under the policy; needed when `top_entropy_quantile` < 1.
+    pub entropy: Option<&'a [f32]>,
 }
 
 /// Token sums for the metrics line, to be divided by `tokens` over the whole step.
@@ -50,6 +118,9 @@ pub struct LossStats {
     pub clipped_high: f64,
     pub dual_clipped: f64,
     pub ratio_sum: f64,
+    /// Tokens whose policy term a mask (off-policy, entropy) or a masked rollout ratio took out.
+    pub policy_masked: f64,
+    pub mismatch: MismatchStats,
 }
 
 impl LossStats {
@@ -61,6 +132,8 @@ impl LossStats {
         self.clipped_high += o.clipped_high;
         self.dual_clipped += o.dual_clipped;
         self.ratio_sum += o.ratio_sum;
+        self.policy_masked += o.policy_masked;
+        self.mismatch.add(&o.mismatch);
     }
 }
 
@@ -84,8 +157,62 @@ fn clamp_share(x: f32, lo: f32, hi: f32) -> f32 {
     at_x * at_maxed
 }
 
+
+/// One token's policy term for its importance weight `coef` (its ratio, or its sequence's).
+struct Term {
+    value: f32,
+    /// d value / d coef.
+    d_coef: f32,
+    /// d value / d logp besides through coef (CISPO's logp factor).
+    d_lp: f32,
+    low: bool,
+    high: bool,
+    dual: bool,
+}
+
+fn policy_term(coef: f32, lp: f32, a: f32, cfg: &PolicyLoss, lo: f32, hi: f32) -> Term {
+    match cfg.objective {
+        Objective::Clip => {
+            // PPO: maximise min(r A, clip(r) A), i.e. minimise its negative; with delta the first r is
+            // min(r, delta).
+            let (capped, cap_share) = match cfg.delta {
+                Some(d) => (coef.min(d as f32), split_min(coef, d as f32).0),
+                None => (coef, 1.0),
+            };
+            let clipped = coef.max(lo).min(hi);
+            let (surrogate, surrogate_clipped) = (capped * a, clipped * a);
+            let mut value = -surrogate.min(surrogate_clipped);
+            let (mut to_term, mut dual) = (1.0, false);
+            if let (Some(c), true) = (cfg.dual_clip, a < 0.0) {
+                // For A < 0 the loss is also bounded by -c A, so a huge ratio on a bad token cannot
+                // dominate the step.
+                let bound = -a * c as f32;
+                dual = value > bound;
+                to_term = split_min(value, bound).0;
+                value = value.min(bound);
+            }
+            let (to_s, to_sc) = split_min(surrogate, surrogate_clipped);
+            let d_coef = -to_term * (to_s * a * cap_share + to_sc * a * clamp_share(coef, lo, hi));
+            Term { value, d_coef, d_lp: 0.0, low: coef < lo && a < 0.0, high: coef > hi && a > 0.0, dual }
+        }
+        Objective::Cispo => {
+            let cap = cfg.epsilon_high as f32;
+            let c = coef.min(cap);
+            Term { value: -c * a * lp, d_coef: 0.0, d_lp: -c * a, low: false, high: coef > cap && a > 0.0, dual: false }
+        }
+        Objective::Sapo { temperature_pos, temperature_neg } => {
+            let tau = if a > 0.0 { temperature_pos } else { temperature_neg } as f32;
+            let gate = 1.0 / (1.0 + (-tau * (coef - 1.0)).exp());
+            Term { value: -gate * 4.0 / tau * a, d_coef: -4.0 * a * gate * (1.0 - gate), d_lp: 0.0, low: false, high: false, dual: false }
+        }
+    }
+}
+
 /// The loss of one micro-batch: dL/dlogp for every token (0 where the weight or mask is 0) and its
-/// statistics. With beta > 0 and no reference log-probs, or slices of the wrong length, an error.
+/// statistics. Per token: (policy term) x (off-policy keep) x (entropy mask) x (rollout correction)
+/// + beta k3, in TRL's order; the masks and the correction are constants of the loss. Errors: beta > 0
+/// without reference log-probs, a rollout correction without rollout log-probs, an entropy quantile
+/// without entropies, or slices of the wrong length.
 pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats), Error> {
     let (k, width) = (rows.advantages.len(), rows.width);
     let n = k * width;
@@ -93,7 +220,9 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
         && rows.mask.len() == n
         && rows.weights.len() == k
         && rows.old.is_none_or(|o| o.len() == n)
-        && rows.reference.is_none_or(|r| r.len() == n);
+        && rows.reference.is_none_or(|r| r.len() == n)
+        && rows.rollout.is_none_or(|r| r.len() == n)
+        && rows.entropy.is_none_or(|e| e.len() == n);
     if !lens_ok {
         return Err(Error::LossShape { rows: k, width });
     }
@@ -102,40 +231,55 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
         (true, Some(r)) => Some(r),
         (false, _) => None,
     };
+    let mut st = LossStats::default();
+    // The trainer's log-probs of the weights that sampled: the old policy's, or (mu = 1) the current ones.
+    let sampling_weights = rows.old.unwrap_or(rows.logprobs);
+    let correction = match (cfg.rollout_correction.mode, rows.rollout) {
+        (_, Some(r)) => Some(correction_factors(sampling_weights, r, rows.mask, width, &cfg.rollout_correction, &mut st.mismatch)),
+        (CorrectionMode::None, None) => None,
+        (_, None) => return Err(Error::NoRolloutLogprobs),
+    };
+    let entropy_mask = match (cfg.top_entropy_quantile < 1.0, rows.entropy) {
+        (false, _) => None,
+        (true, Some(e)) => Some(high_entropy_mask(e, rows.mask, cfg.top_entropy_quantile)),
+        (true, None) => return Err(Error::NoEntropy),
+    };
     let (lo, hi) = ((1.0 - cfg.epsilon_low) as f32, (1.0 + cfg.epsilon_high) as f32);
     let beta = cfg.beta as f32;
+    let sequence_level = cfg.importance_sampling_level == ImportanceSamplingLevel::Sequence;
     let mut dlogp = vec![0f32; n];
-    let mut st = LossStats::default();
     for j in 0..k {
         let (a, w_row) = (rows.advantages[j], rows.weights[j]);
+        let span = j * width..(j + 1) * width;
+        let (lp_row, mask_row) = (&rows.logprobs[span.clone()], &rows.mask[span.clone()]);
+        let old_row = rows.old.map(|o| &o[span.clone()]);
+        let tokens: f32 = mask_row.iter().sum();
+        // GSPO's sequence weight: the mean log-ratio over the loss tokens.
+        let seq_log_weight = match old_row {
+            Some(o) if sequence_level => lp_row.iter().zip(o).zip(mask_row).map(|((l, o), m)| (l - o) * m).sum::<f32>() / tokens.max(1.0),
+            _ => 0.0,
+        };
+        let keep = match cfg.off_policy_mask_threshold {
+            Some(delta) => {
+                let sampler = rows.rollout.or(rows.old).map_or(lp_row, |s| &s[span.clone()]);
+                off_policy_keep(a, lp_row, sampler, mask_row, delta)
+            }
+            None => 1.0,
+        };
+        // d L / d (the sequence's log weight), spread over its tokens after the row.
+        let mut g_seq = 0f32;
         for t in 0..width {
             let i = j * width + t;
             let (lp, mask) = (rows.logprobs[i], rows.mask[i]);
             let w = mask * w_row;
-            let old = rows.old.map_or(lp, |o| o[i]);
-            // PPO: maximise min(r A, clip(r) A), i.e. minimise its negative.
-            let ratio = (lp - old).exp();
-            let clipped = ratio.max(lo).min(hi);
-            let (surrogate, surrogate_clipped) = (ratio * a, clipped * a);
-            let mut per_token = -surrogate.min(surrogate_clipped);
-            // dL/d per_token is the token's weight; `g_ppo` is what reaches the PPO term.
-            let mut g_ppo = w;
-            if let Some(c) = cfg.dual_clip {
-                // For A < 0 the loss is also bounded by -c A, so a huge ratio on a bad token cannot
-                // dominate the step.
-                let bound = -a * c as f32;
-                if a < 0.0 {
-                    let (to_ppo, _) = split_min(per_token, bound);
-                    if per_token > bound {
-                        st.dual_clipped += mask as f64;
-                    }
-                    per_token = per_token.min(bound);
-                    g_ppo = w * to_ppo;
-                }
-            }
-            let (to_s, to_sc) = split_min(surrogate, surrogate_clipped);
-            let g_min = -g_ppo;
-            let mut g_ratio = g_min * to_s * a + g_min * to_sc * a * clamp_share(ratio, lo, hi);
+            let log_weight = if sequence_level { seq_log_weight } else { old_row.map_or(0.0, |o| lp - o[t]) };
+            let coef = log_weight.exp();
+            let term = policy_term(coef, lp, a, cfg, lo, hi);
+            let factor = keep * entropy_mask.as_ref().map_or(1.0, |m| m[i]) * correction.as_ref().map_or(1.0, |c| c[i]);
+            let mut per_token = term.value * factor;
+            let g_term = w * factor;
+            let mut g_coef = g_term * term.d_coef;
+            let g_lp_direct = g_term * term.d_lp;
             let mut g_lp_kl = 0.0f32;
             if let Some(reference) = reference {
                 // k3 = exp(ref - lp) - (ref - lp) - 1 >= 0, an unbiased, low-variance KL(policy || ref)
@@ -152,10 +296,9 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
                 let g_k3 = w * beta;
                 let g_raw = if cfg.use_bias_correction_kl {
                     // The tokens were drawn from the old policy, so k3 is importance-weighted by the ratio.
-                    g_ratio += g_k3 * k3;
-                    let corrected = k3 * ratio;
-                    let g = g_k3 * ratio;
-                    k3 = corrected;
+                    g_coef += g_k3 * k3;
+                    let g = g_k3 * coef;
+                    k3 *= coef;
                     g
                 } else {
                     g_k3
@@ -166,16 +309,27 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
                 per_token += k3 * beta;
                 st.kl_sum += (k3 * mask) as f64;
             }
-            dlogp[i] = g_ratio * ratio + g_lp_kl;
+            let g_log_weight = g_coef * coef;
+            if sequence_level {
+                g_seq += g_log_weight;
+                dlogp[i] = g_lp_direct + g_lp_kl;
+            } else {
+                dlogp[i] = g_log_weight + g_lp_direct + g_lp_kl;
+            }
             st.loss += (per_token * w) as f64;
             st.tokens += mask as f64;
-            if ratio < lo && a < 0.0 {
-                st.clipped_low += mask as f64;
+            st.clipped_low += (term.low as u8 as f32 * mask) as f64;
+            st.clipped_high += (term.high as u8 as f32 * mask) as f64;
+            st.dual_clipped += (term.dual as u8 as f32 * mask) as f64;
+            st.ratio_sum += (coef * mask) as f64;
+            if factor == 0.0 {
+                st.policy_masked += mask as f64;
             }
-            if ratio > hi && a > 0.0 {
-                st.clipped_high += mask as f64;
+        }
+        if sequence_level && tokens > 0.0 {
+            for t in 0..width {
+                dlogp[j * width + t] += g_seq * mask_row[t] / tokens;
             }
-            st.ratio_sum += (ratio * mask) as f64;
         }
     }
     Ok((dlogp, st))

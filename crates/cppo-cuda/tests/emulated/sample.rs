@@ -14,14 +14,14 @@ fn draws_the_cpu_samplers_token_for_the_same_uniform() {
     let mut r = rng("sample");
     let (rows, vocab) = (5, 333);
     let params = [
-        SampleParams { temperature: 0.0, top_p: 1.0, top_k: 0 },
-        SampleParams { temperature: 1.0, top_p: 1.0, top_k: 0 },
-        SampleParams { temperature: 0.7, top_p: 1.0, top_k: 5 },
-        SampleParams { temperature: 1.3, top_p: 1.0, top_k: 40 },
-        SampleParams { temperature: 1.0, top_p: 0.9, top_k: 0 },
-        SampleParams { temperature: 0.8, top_p: 0.5, top_k: 20 },
-        SampleParams { temperature: 1.0, top_p: 0.999, top_k: 0 },
-        SampleParams { temperature: 1.0, top_p: 0.3, top_k: 1 },
+        SampleParams { temperature: 0.0, top_p: 1.0, top_k: 0, min_p: 0.0 },
+        SampleParams { temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0 },
+        SampleParams { temperature: 0.7, top_p: 1.0, top_k: 5, min_p: 0.0 },
+        SampleParams { temperature: 1.3, top_p: 1.0, top_k: 40, min_p: 0.0 },
+        SampleParams { temperature: 1.0, top_p: 0.9, top_k: 0, min_p: 0.0 },
+        SampleParams { temperature: 0.8, top_p: 0.5, top_k: 20, min_p: 0.0 },
+        SampleParams { temperature: 1.0, top_p: 0.999, top_k: 0, min_p: 0.0 },
+        SampleParams { temperature: 1.0, top_p: 0.3, top_k: 1, min_p: 0.0 },
     ];
     let mut compared = 0;
     for (pi, p) in params.iter().enumerate() {
@@ -56,7 +56,7 @@ fn draws_the_cpu_samplers_token_for_the_same_uniform() {
 fn boundary_draws_pick_the_first_and_last_kept_tokens() {
     // u = 0 takes the first kept index; u just below 1 the last kept one.
     let logits: Vec<f32> = vec![0.0, 3.0, 1.0, 3.0, -1.0, 2.0, 3.0];
-    let p = SampleParams { temperature: 1.0, top_p: 1.0, top_k: 4 };
+    let p = SampleParams { temperature: 1.0, top_p: 1.0, top_k: 4, min_p: 0.0 };
     let mut emu = Emu::new();
     let lb = emu.upload(&[logits.clone(), logits.clone()].concat());
     let probs = emu.alloc(F32, 14);

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use candle_core::{DType, Device, Tensor};
+use cppo_core::loss::CorrectionMode;
 use cppo_core::select::{SelectionConfig, Strategy};
 use cppo_data::{Dataset, PromptTemplate};
 use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams, Precision};
@@ -185,6 +186,9 @@ pub struct StepBench {
     /// The same two with the update in f32.
     pub grpo_8_f32_update: StepTimes,
     pub grpo_8_no_kl_f32_update: StepTimes,
+    /// `grpo_8_f32_update` with the rollout correction (sequence_mask, cap 3), in the same runs: the
+    /// correction's cost.
+    pub grpo_8_f32_update_corrected: StepTimes,
     /// With KL, everything f32 (rollouts and update).
     pub grpo_8_f32: StepTimes,
 }
@@ -196,7 +200,7 @@ impl StepBench {
             self.model, self.prompt_tokens, self.max_new_tokens, self.repeats
         );
         out += "| step | rollout weights | update products | beta | generated | kept | loss tokens | generation s | reward s | reference s | policy fwd+bwd s | optimizer s | total s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-        let rows = [&self.grpo_16, &self.cppo_16, &self.grpo_8, &self.grpo_8_no_kl, &self.grpo_8_f32_update, &self.grpo_8_no_kl_f32_update, &self.grpo_8_f32];
+        let rows = [&self.grpo_16, &self.cppo_16, &self.grpo_8, &self.grpo_8_no_kl, &self.grpo_8_f32_update, &self.grpo_8_no_kl_f32_update, &self.grpo_8_f32_update_corrected, &self.grpo_8_f32];
         for t in rows {
             out += &format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
@@ -221,6 +225,11 @@ impl StepBench {
             self.policy_ratio,
             self.kept_ratio,
             update(&self.cppo_16) / update(&self.grpo_16)
+        );
+        out += &format!(
+            "rollout correction (sequence_mask) on / off at G = 8, bf16 rollouts, f32 update: policy phase {:.3}x, update {:.3}x\n",
+            self.grpo_8_f32_update_corrected.policy / self.grpo_8_f32_update.policy,
+            update(&self.grpo_8_f32_update_corrected) / update(&self.grpo_8_f32_update)
         );
         out
     }
@@ -262,7 +271,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let mut grads = GradAccumulator::new(&vars);
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
-    let mut one = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision)]| -> Result<Vec<StepTimes>> {
+    let mut one = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision, CorrectionMode)]| -> Result<Vec<StepTimes>> {
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
@@ -273,8 +282,8 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         let reward = t.elapsed().as_secs_f64();
         let shared = t_all.elapsed().as_secs_f64();
         let mut out = Vec::new();
-        for (name, strategy, beta, mp) in arms {
-            let loss = LossSection { beta: *beta, ..Default::default() };
+        for (name, strategy, beta, mp, correction) in arms {
+            let loss = LossSection { beta: *beta, rollout_correction: Some(*correction), ..Default::default() };
             let sel = SelectionConfig { strategy: strategy.clone(), ..Default::default() }
                 .select(&rollouts.iter().map(|r| r.rewards.clone()).collect::<Vec<_>>(), 0)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -302,24 +311,31 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         }
         Ok(out)
     };
+    let (off, on) = (CorrectionMode::None, CorrectionMode::SequenceMask);
     // Warm the allocator and caches once so the first measured phase is not penalised.
-    one("warm-up", 2, Precision::Bf16, &[("grpo", Strategy::All, 0.04, Precision::Bf16)])?;
+    one("warm-up", 2, Precision::Bf16, &[("grpo", Strategy::All, 0.04, Precision::Bf16, off)])?;
     // Each row is measured `repeats` times (same seed, so the same rollouts) and each phase reported
     // by its median: on a shared machine single runs of the same step vary by 10-20%.
-    let mut measure = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision)]| -> Result<Vec<StepTimes>> {
+    let mut measure = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision, CorrectionMode)]| -> Result<Vec<StepTimes>> {
         let runs: Vec<Vec<StepTimes>> = (0..repeats.max(1)).map(|_| one(label, g, weights, arms)).collect::<Result<_>>()?;
         Ok((0..arms.len()).map(|a| median_times(&runs.iter().map(|r| r[a].clone()).collect::<Vec<_>>())).collect())
     };
     let (bf16, mixed, full) = (Precision::Bf16, Precision::Bf16, Precision::F32);
     let cppo = Strategy::Cppo { pruning_rate: 0.875 };
-    let sixteen = measure("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04, mixed), ("cppo P=0.875", cppo, 0.04, mixed)])?;
+    let sixteen = measure("G=16", 16, bf16, &[("grpo", Strategy::All, 0.04, mixed, off), ("cppo P=0.875", cppo, 0.04, mixed, off)])?;
     let eight = measure(
         "G=8",
         8,
         bf16,
-        &[("grpo", Strategy::All, 0.04, mixed), ("grpo", Strategy::All, 0.0, mixed), ("grpo", Strategy::All, 0.04, full), ("grpo", Strategy::All, 0.0, full)],
+        &[
+            ("grpo", Strategy::All, 0.04, mixed, off),
+            ("grpo", Strategy::All, 0.0, mixed, off),
+            ("grpo", Strategy::All, 0.04, full, off),
+            ("grpo", Strategy::All, 0.0, full, off),
+            ("grpo +rollout correction", Strategy::All, 0.04, full, on),
+        ],
     )?;
-    let eight_f32 = measure("G=8", 8, Precision::F32, &[("grpo", Strategy::All, 0.04, full)])?;
+    let eight_f32 = measure("G=8", 8, Precision::F32, &[("grpo", Strategy::All, 0.04, full, off)])?;
     let (grpo, cppo) = (sixteen[0].clone(), sixteen[1].clone());
     Ok(StepBench {
         model: model.to_string(),
@@ -334,6 +350,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         grpo_8_no_kl: eight[1].clone(),
         grpo_8_f32_update: eight[2].clone(),
         grpo_8_no_kl_f32_update: eight[3].clone(),
+        grpo_8_f32_update_corrected: eight[4].clone(),
         grpo_8_f32: eight_f32[0].clone(),
     })
 }
