@@ -384,8 +384,13 @@ fn main() -> anyhow::Result<()> {
 
 #[cfg(feature = "cuda")]
 fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let report = cppo_cuda::cuda::selftest::run(device, seed, bench)?;
-    println!("{report}");
+    use std::io::Write;
+    // Each line as it is known (a time-out keeps them), the count last.
+    let report = cppo_cuda::cuda::selftest::run(device, seed, bench, &mut |line| {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    })?;
+    println!("{}", report.count());
     if report.failed() > 0 {
         std::process::exit(1);
     }
