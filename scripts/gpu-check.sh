@@ -34,7 +34,8 @@ OUTDIR=${OUT:-gpu-check-out}
 mkdir -p "$OUTDIR"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CPPO_OFFLINE=1
 CONFIG=configs/models/qwen2.5-1.5b-instruct.json
-NEW_TOKENS=512
+STEP_SHAPE=(--max-new-tokens 512)
+BENCH_SHAPE=()
 dry=0
 stages=()
 for a in "$@"; do
@@ -53,7 +54,8 @@ if [ "$dry" = 1 ]; then
  "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": true,
  "bos_token_id": 1, "eos_token_id": 2}
 JSON
-    NEW_TOKENS=4
+    STEP_SHAPE=(--max-new-tokens 4 --questions 2 --group 8 --prompt-len 8)
+    BENCH_SHAPE=(--bench-tiny)
     [ ${#stages[@]} -gt 0 ] || stages=(1 2 3)
 fi
 [ ${#stages[@]} -gt 0 ] || stages=(1)
@@ -84,7 +86,7 @@ stage2() {
     local status=0
     # The random 1.5 B-parameter model is drawn on the CPU first (tens of seconds); generation is timed
     # within 90 s of its start (a batch reached later is reported as skipped).
-    run bench 200 "$BIN" selftest --device cuda --bench "$CONFIG" || status=1
+    run bench 200 "$BIN" selftest --device cuda --bench "$CONFIG" "${BENCH_SHAPE[@]}" || status=1
     if torch_ok; then
         run torch 190 python3 scripts/gpu_bench_torch.py --budget-s 160 --json "$OUTDIR/torch.json" || status=1
     else
@@ -119,7 +121,7 @@ PY
 
 stage3() {
     local status=0
-    run step 300 "$BIN" bench step --device cuda --random-config "$CONFIG" --max-new-tokens "$NEW_TOKENS" || status=1
+    run step 300 "$BIN" bench step --device cuda --random-config "$CONFIG" "${STEP_SHAPE[@]}" || status=1
     if [ -n "${CPPO_TRAIN_TEST:-}" ] && [ -x "$CPPO_TRAIN_TEST" ]; then
         run trainer 120 "$CPPO_TRAIN_TEST" --test-threads 1 || status=1
     else

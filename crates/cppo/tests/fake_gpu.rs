@@ -103,9 +103,10 @@ fn where_the_driver_refuses_cubins_the_kernels_load_as_ptx_and_the_backend_still
     assert!(String::from_utf8_lossy(&o.stdout).ends_with(", 0 failed\n"), "{all}");
 }
 
-/// The quickstart's settings (CPPO, G = 8, P = 0.75, allocation) for two steps on the tiny model, on
-/// the fake GPU and on the CPU: the same rollouts (f32 rollout weights on both), the update's
-/// products in bf16 on the device.
+/// The quickstart config (CPPO, G = 8, P = 0.75) for two steps on the tiny model, shrunk for the
+/// emulation (one question a step, 2 new tokens), on the fake GPU and on the CPU: the same rollouts
+/// (f32 rollout weights on both), the update's products in bf16 on both (the CPU rounds them only with
+/// AVX512-BF16; elsewhere it multiplies in f32, within the same tolerance).
 #[test]
 fn two_quickstart_steps_on_the_fake_gpu_match_the_cpu_within_bf16_rounding() {
     let quickstart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/quickstart.toml");
@@ -118,9 +119,15 @@ fn two_quickstart_steps_on_the_fake_gpu_match_the_cpu_within_bf16_rounding() {
             format!("output_dir=\"{}\"", out.display()),
             "train.steps=2".to_string(),
             "train.eval_before=false".to_string(),
-            "data.eval_limit=2".to_string(),
+            "data.eval_limit=1".to_string(),
             "generation.weights=\"f32\"".to_string(),
             "optim.matmul_precision=\"bf16\"".to_string(),
+            // Small enough for the kernel emulation (about 100 s a step on 2 cores even so): one question
+            // of G = 8 per step, 2 new tokens, P = 0.75 as the quickstart's.
+            "rollout.questions_per_step=1".to_string(),
+            "rollout.allocation=false".to_string(),
+            "generation.max_new_tokens=2".to_string(),
+            "eval.max_new_tokens=2".to_string(),
         ];
         let mut args = vec!["train", quickstart, "--quiet"];
         for s in &sets {
@@ -156,7 +163,7 @@ fn bench_step_runs_on_the_fake_gpu() {
  "bos_token_id": 1, "eos_token_id": 2}"#,
     )
     .unwrap();
-    let o = cppo(&["bench", "step", "--device", "cuda", "--random-config", config.to_str().unwrap(), "--max-new-tokens", "4"]);
+    let o = cppo(&["bench", "step", "--device", "cuda", "--random-config", config.to_str().unwrap(), "--max-new-tokens", "4", "--questions", "2", "--group", "8", "--prompt-len", "8"]);
     let all = text(&o);
     assert!(o.status.success(), "{all}");
     assert!(all.contains("CPPO / GRPO: policy phase"), "{all}");

@@ -26,6 +26,27 @@ pub const GEN_SHAPES: [GenShape; 3] = [
 /// Seconds the generation runs may start within (a shape reached later is reported as skipped).
 pub const GEN_BUDGET_S: f64 = 90.0;
 
+/// The shapes `--bench` times.
+pub struct BenchShapes {
+    pub update: Shape,
+    pub generate: Vec<GenShape>,
+}
+
+impl BenchShapes {
+    /// `BENCH_SHAPE` and `GEN_SHAPES`: the figures compared with PyTorch's.
+    pub fn full() -> Self {
+        BenchShapes { update: BENCH_SHAPE, generate: GEN_SHAPES.to_vec() }
+    }
+
+    /// A few tokens each: proves the benches' path where timings mean nothing (a dry run, a fake GPU).
+    pub fn tiny() -> Self {
+        BenchShapes {
+            update: Shape { group: 2, prompt_len: 8, new_tokens: 4, repeats: 1 },
+            generate: vec![GenShape { batch: 1, prompt_len: 8, new_tokens: 4 }, GenShape { batch: 2, prompt_len: 8, new_tokens: 4 }],
+        }
+    }
+}
+
 /// The ordinal of `cuda` / `cuda:N`.
 pub fn ordinal(device: &str) -> Result<usize> {
     match device.split_once(':') {
@@ -43,7 +64,7 @@ pub fn ordinal(device: &str) -> Result<usize> {
 /// `say` gets every line as soon as it is known: the header, each section's checks as the section
 /// finishes, the count before any bench starts, then each bench's line. A bench that fails or panics
 /// is one line; the others still run. A time-out or a crash keeps what was said.
-pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>, say: &mut dyn FnMut(&str)) -> Result<Report> {
+pub fn run(device: &str, seed: Option<u64>, bench: Option<(&Path, &BenchShapes)>, say: &mut dyn FnMut(&str)) -> Result<Report> {
     let ordinal = ordinal(device)?;
     let side = CudaSide::new(ordinal)?;
     let label = format!("cuda:{ordinal} ({}, {})", side.device().name, side.device().arch);
@@ -62,19 +83,19 @@ pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>, say: &mut dyn 
     report.record("the stream finishes without a fault", synced.is_ok(), synced.err().map_or_else(String::new, |e| e.to_string()));
     say(&report.checks.last().expect("just recorded").to_string());
     say(&report.count());
-    if let Some(config) = bench {
+    if let Some((config, shapes)) = bench {
         let mut note = |report: &mut Report, line: String| {
             say(&line);
             report.notes.push(line);
         };
         match guarded(|| bench_model(config, seed)) {
             Ok(dec) => {
-                let line = match guarded(|| tape_bench::run(&backend, &dec, BENCH_SHAPE, seed).map_err(|e| e.to_string())) {
+                let line = match guarded(|| tape_bench::run(&backend, &dec, shapes.update, seed).map_err(|e| e.to_string())) {
                     Ok(r) => format!("{r} (bf16 products; attention in f32)"),
                     Err(e) => format!("cppo tape bench on {}: failed: {e}", config.display()),
                 };
                 note(&mut report, line);
-                match guarded(|| gen_bench::run(&backend, &dec, &GEN_SHAPES, seed, GEN_BUDGET_S).map_err(|e| format!("{e:#}"))) {
+                match guarded(|| gen_bench::run(&backend, &dec, &shapes.generate, seed, GEN_BUDGET_S).map_err(|e| format!("{e:#}"))) {
                     Ok(runs) => {
                         for r in runs {
                             note(&mut report, match r {
