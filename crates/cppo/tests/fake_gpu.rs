@@ -94,9 +94,22 @@ fn the_selftest_passes_every_check_on_the_fake_gpu() {
     assert_eq!(err.matches("CUDA driver 13.0").count(), 1, "{all}");
 }
 
+/// Two things a GPU machine with PyTorch but no CUDA toolkit meets: cuBLASLt only in a wheel's
+/// `site-packages/nvidia/*/lib` (no loader path names it: found and opened by full path), and a driver
+/// that refuses the cubins (the kernels load as PTX).
 #[test]
-fn where_the_driver_refuses_cubins_the_kernels_load_as_ptx_and_the_backend_still_agrees() {
-    let o = cppo_env(&["selftest", "--device", "cuda", "--seed", "6"], &fake().libs, &[("CPPO_FAKE_CUDA_REFUSE_CUBIN", Some("1")), ("CPPO_CUDA_SYNC", Some("1"))]);
+fn cublaslt_from_a_python_wheel_and_kernels_as_ptx_where_the_driver_refuses_cubins() {
+    let f = fake();
+    let driver_only = common::out_dir("fake-gpu-driver-only");
+    let wheel = common::out_dir("fake-gpu-site-packages");
+    std::fs::create_dir_all(&driver_only).unwrap();
+    std::fs::create_dir_all(wheel.join("nvidia/cublas/lib")).unwrap();
+    for lib in ["libcuda.so", build_fake::DRIVER] {
+        std::os::unix::fs::symlink(f.libs.join(lib), driver_only.join(lib)).unwrap();
+    }
+    std::os::unix::fs::symlink(f.libs.join(build_fake::BLAS_LT), wheel.join("nvidia/cublas/lib").join(build_fake::BLAS_LT)).unwrap();
+    let env = [("CPPO_FAKE_CUDA_REFUSE_CUBIN", Some("1")), ("CPPO_CUDA_SYNC", Some("1")), ("PYTHONPATH", Some(wheel.to_str().unwrap()))];
+    let o = cppo_env(&["selftest", "--device", "cuda", "--seed", "6"], &driver_only, &env);
     let all = text(&o);
     assert!(o.status.success(), "{all}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("as compute_90 PTX (the driver refused the sm_90 cubin"), "{all}");
