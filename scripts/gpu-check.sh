@@ -1,68 +1,102 @@
 #!/usr/bin/env bash
-# The one prepared command a GPU session runs (issue 15): at most about 8 minutes, nothing to install, no
-# network. The GPU machine has PyTorch and transformers but no Rust, so the cppo binary is built here
-# (`cargo build --release -p cppo --features cuda`, stripped) and carried; point CPPO_BIN at it.
+# The prepared commands of a GPU session, one stage per call, each well inside the device tool's 600 s
+# per command, each writing its results to $OUT as it goes (a time-out keeps what was written). The GPU
+# machine has PyTorch and its nvidia-* wheels but no Rust and no network, so the cppo binary is built
+# here (`cargo build --release -p cppo --features cuda`, stripped) and carried; point CPPO_BIN at it.
 #
-#   CPPO_BIN=target/release/cppo scripts/gpu-check.sh
+#   CPPO_BIN=target/release/cppo scripts/gpu-check.sh 1     # first, always; fix what it finds first
+#   CPPO_BIN=target/release/cppo scripts/gpu-check.sh 2
+#   CPPO_BIN=target/release/cppo CPPO_TRAIN_TEST=path/to/device_update-binary scripts/gpu-check.sh 3
+#   scripts/gpu-check.sh --dry-run                          # all three on tiny shapes (CI: on the fake driver)
 #
-# 1. `cppo selftest --device cuda --bench <Qwen2.5-1.5B config>`: every CUDA backend op against the CPU
-#    backend on fresh random inputs and the generation engine on the CUDA backend against the engine on the
-#    CPU (small random model: same tokens, log-probs within bound), then on a random model with Qwen2.5-1.5B's
-#    shapes: cppo's update timed (the decoder's tape forward + backward and AdamW over every weight, on the
-#    CUDA backend, weights already on the device; G = 8, prompt 256, 256 new tokens) and cppo's generation
-#    timed (the engine on the CUDA backend, bf16 weights, KV cache on the device, sampled on the device
-#    at temperature 1; batch 1, 64, 256 of 64-token prompts, 128 new tokens each: `cppo generate: {json}`
-#    lines); its last line is `N passed, N failed`.
-# 2. scripts/gpu_bench_torch.py: transformers + torch baselines on a random model with Qwen2.5-1.5B's shapes
-#    (update tokens/s with fused AdamW under bf16 autocast; `generate` tokens/s at batch 1, 64, 256, same
-#    prompt length, new tokens and sampling as cppo's).
-# 3. Side by side: cppo's generation tokens/s over transformers' per batch (issue 15's target: at least 5x at
-#    batch 256).
-# 5. When CPPO_STEP_BENCH is set (a second call: the first three take most of the device tool's 10 minutes):
-#    `cppo bench step --device cuda --random-config <Qwen2.5-1.5B config> --max-new-tokens 512`: one GRPO step
-#    (8 questions x G = 16) and CPPO P = 0.875 on the same rollouts, rollouts and update on the GPU, phase by
-#    phase, with CPPO's policy phase over GRPO's (target: at most 0.2x).
-# 4. When CPPO_TRAIN_TEST is set: the trainer test binary built with the cuda feature
-#    (`cargo test --release -p cppo-train --features cuda --test device_update --no-run`, stripped, carried):
-#    two training steps of a tiny model with model.device = "cuda" (rollouts and update on the GPU) against
-#    the CPU update, and the reference-backend device tests.
+# Stage 1 (at most ~250 s): `cppo selftest --device cuda` with CPPO_CUDA_SYNC=1 (each kernel waited for,
+#   so a fault names its kernel): every CUDA backend op against the CPU backend on fresh random inputs and
+#   the generation engine against the CPU's. Each section is printed as it finishes; the last line is
+#   `N passed, N failed`. Anything failed: the script stops there (exit 1).
+# Stage 2 (at most ~420 s): the benches against PyTorch on a random model with Qwen2.5-1.5B's shapes:
+#   `cppo selftest --bench` (cppo's update: tape forward + backward and AdamW; cppo's generation at batch 1,
+#   64, 256), scripts/gpu_bench_torch.py (transformers + torch: update with fused AdamW under bf16 autocast,
+#   `generate` at the same batches), and the two side by side (issue 15's target: >= 5x at batch 256).
+# Stage 3 (at most ~430 s): `cppo bench step --device cuda` (one GRPO step and CPPO P = 0.875 on the same
+#   rollouts, phase by phase) and, when CPPO_TRAIN_TEST names the carried trainer test binary
+#   (`cargo test --release -p cppo-train --features cuda --test device_update --no-run`), two training
+#   steps with model.device = "cuda" against the CPU.
+# --dry-run: the same three stages in one call on tiny shapes (a tiny random config, 4 new tokens, no
+#   PyTorch unless it imports): proves the script and the binary's paths, not the timings.
 #
-# NEVER RUN ON A GPU YET: written on a CPU-only machine. Results go to $OUT (the device tool's output
-# folder) when it is set, else to ./gpu-check-out.
+# Libraries: cppo finds libcuda, libcublasLt and libnvrtc itself (the loader path, CUDA_HOME,
+# /usr/local/cuda, the Python wheels' site-packages/nvidia/*/lib, CPPO_NVRTC_DIR) and names every place it
+# searched when one is missing. CPPO_OFFLINE=1: it never tries to fetch NVRTC here.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${CPPO_BIN:-target/release/cppo}
 OUTDIR=${OUT:-gpu-check-out}
 mkdir -p "$OUTDIR"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-status=0
-
-echo "== nvidia-smi"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$OUTDIR/nvidia-smi.txt" || true
-
-echo "== cppo selftest --device cuda ($BIN)"
-if [ -x "$BIN" ]; then
-    # NVRTC compiles our kernels at first use: a cold start takes seconds, not minutes.
-    # The random 1.5 B-parameter model is drawn on the CPU first (tens of seconds).
-    # Generation is timed within 90 s of its start (a batch reached later is reported as skipped).
-    timeout 270 "$BIN" selftest --device cuda --bench configs/models/qwen2.5-1.5b-instruct.json 2>&1 | tee "$OUTDIR/selftest.txt"
-    rc=${PIPESTATUS[0]}
-    echo "selftest exit status: $rc"
-    [ "$rc" -eq 0 ] || status=1
-else
-    echo "no cppo binary at $BIN: build it with \`cargo build --release -p cppo --features cuda\` and carry it" | tee "$OUTDIR/selftest.txt"
-    status=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CPPO_OFFLINE=1
+CONFIG=configs/models/qwen2.5-1.5b-instruct.json
+STEP_SHAPE=(--max-new-tokens 512)
+BENCH_SHAPE=()
+SEED=()
+dry=0
+stages=()
+for a in "$@"; do
+    case "$a" in
+        --dry-run) dry=1 ;;
+        1|2|3) stages+=("$a") ;;
+        *) echo "usage: $0 [--dry-run] [1|2|3]..." >&2; exit 2 ;;
+    esac
+done
+if [ "$dry" = 1 ]; then
+    # A tiny random model: the script's paths on any driver, the fake one included, in a minute or two.
+    CONFIG="$OUTDIR/tiny-config.json"
+    cat > "$CONFIG" <<'JSON'
+{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48,
+ "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 96,
+ "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": true,
+ "bos_token_id": 1, "eos_token_id": 2}
+JSON
+    STEP_SHAPE=(--max-new-tokens 4 --questions 2 --group 8 --prompt-len 8)
+    BENCH_SHAPE=(--bench-tiny)
+    # A seed known to pass: a dry run proves the script, not the backend (fresh inputs on a real GPU).
+    SEED=(--seed 5)
+    [ ${#stages[@]} -gt 0 ] || stages=(1 2 3)
 fi
+[ ${#stages[@]} -gt 0 ] || stages=(1)
 
-echo "== PyTorch + transformers baselines (random Qwen2.5-1.5B shapes)"
-timeout 190 python3 scripts/gpu_bench_torch.py --budget-s 160 --json "$OUTDIR/torch.json" 2>&1 | tee "$OUTDIR/torch.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if [ ! -x "$BIN" ]; then
+    echo "no cppo binary at $BIN: build it with \`cargo build --release -p cppo --features cuda\` and carry it" | tee "$OUTDIR/error.txt"
+    exit 1
+fi
+# Stage lines go to the terminal and, line by line, to their file under $OUT.
+run() { # NAME TIMEOUT COMMAND...: runs it, writing NAME.txt as it goes; returns its status
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name: $*"
+    timeout "$limit" "$@" 2>&1 | tee "$OUTDIR/$name.txt"
+    local rc=${PIPESTATUS[0]}
+    echo "$name exit status: $rc" | tee -a "$OUTDIR/$name.txt"
+    return "$rc"
+}
+torch_ok() { python3 -c 'import torch, transformers' >/dev/null 2>&1; }
 
-echo "== cppo side by side"
-{
-    echo "update: cppo's figure is the 'cppo tape' line of the selftest above (tokens/s through the model of tape +" \
-         "AdamW, comparable with the PyTorch update's tokens/s over its batch)."
-    python3 - "$OUTDIR/selftest.txt" "$OUTDIR/torch.json" <<'PY'
+stage1() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUTDIR/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$OUTDIR/nvidia-smi.txt"
+    cat "$OUTDIR/nvidia-smi.txt"
+    CPPO_CUDA_SYNC=1 run selftest 240 "$BIN" selftest --device cuda "${SEED[@]}"
+}
+
+stage2() {
+    local status=0
+    # The random 1.5 B-parameter model is drawn on the CPU first (tens of seconds); generation is timed
+    # within 90 s of its start (a batch reached later is reported as skipped).
+    run bench 200 "$BIN" selftest --device cuda "${SEED[@]}" --bench "$CONFIG" "${BENCH_SHAPE[@]}" || status=1
+    if torch_ok; then
+        run torch 190 python3 scripts/gpu_bench_torch.py --budget-s 160 --json "$OUTDIR/torch.json" || status=1
+    else
+        echo "torch or transformers does not import here: no PyTorch baseline" | tee "$OUTDIR/torch.txt"
+        [ "$dry" = 1 ] || status=1
+    fi
+    python3 - "$OUTDIR/bench.txt" "$OUTDIR/torch.json" <<'PY' 2>&1 | tee "$OUTDIR/side-by-side.txt"
 import json, sys
 cppo = {}
 try:
@@ -77,6 +111,7 @@ try:
 except (OSError, ValueError) as e:
     torch = {}
     print(f"generation: no transformers figures ({e})")
+print("update: cppo's figure is the 'cppo tape' line of bench.txt, PyTorch's the update line of torch.txt")
 for b in sorted(set(cppo) | set(torch)):
     c, t = cppo.get(b, {}), torch.get(b, {})
     ct, tt = c.get("tokens_per_s"), t.get("tokens_per_s")
@@ -84,24 +119,29 @@ for b in sorted(set(cppo) | set(torch)):
     say = lambda v, g: f"{v:.1f} tokens/s" if v else g.get("skipped", "no figure")
     print(f"generate batch {b}: cppo {say(ct, c)}, transformers {say(tt, t)}: cppo/transformers {ratio}")
 PY
-    echo "whole GRPO/CPPO steps: timed by step 5 (CPPO_STEP_BENCH=1, a call of its own)."
-} 2>&1 | tee "$OUTDIR/cppo.txt"
+    return $status
+}
 
-echo "== the trainer on the GPU (model.device = cuda) against the CPU"
-if [ -n "${CPPO_TRAIN_TEST:-}" ] && [ -x "$CPPO_TRAIN_TEST" ]; then
-    timeout 120 "$CPPO_TRAIN_TEST" --test-threads 1 2>&1 | tee "$OUTDIR/trainer.txt"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-else
-    echo "CPPO_TRAIN_TEST not set: the trainer test binary was not carried, so the trainer did not run on the GPU" | tee "$OUTDIR/trainer.txt"
-fi
+stage3() {
+    local status=0
+    run step 300 "$BIN" bench step --device cuda --random-config "$CONFIG" "${STEP_SHAPE[@]}" || status=1
+    if [ -n "${CPPO_TRAIN_TEST:-}" ] && [ -x "$CPPO_TRAIN_TEST" ]; then
+        run trainer 120 "$CPPO_TRAIN_TEST" --test-threads 1 || status=1
+    else
+        echo "CPPO_TRAIN_TEST not set: the trainer test binary was not carried, so the trainer did not run on the GPU" | tee "$OUTDIR/trainer.txt"
+    fi
+    return $status
+}
 
-echo "== a whole GRPO step and CPPO P = 0.875 on the GPU, phase by phase"
-if [ -n "${CPPO_STEP_BENCH:-}" ] && [ -x "$BIN" ]; then
-    # Drawing the random 1.5 B-parameter model on the CPU takes tens of seconds; the step itself seconds.
-    timeout 300 "$BIN" bench step --device cuda --random-config configs/models/qwen2.5-1.5b-instruct.json --max-new-tokens 512 2>&1 | tee "$OUTDIR/step.txt"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-else
-    echo "CPPO_STEP_BENCH not set (or no cppo binary): whole steps not timed in this call" | tee "$OUTDIR/step.txt"
-fi
-
+status=0
+for s in "${stages[@]}"; do
+    if ! "stage$s"; then
+        status=1
+        if [ "$s" = 1 ]; then
+            echo "stage 1 failed: fix what it found before running the benches" | tee -a "$OUTDIR/selftest.txt"
+            exit 1
+        fi
+    fi
+done
+echo "stages ${stages[*]}: $([ $status = 0 ] && echo passed || echo 'something failed, see above')"
 exit $status

@@ -15,6 +15,9 @@ pub enum Error {
     Launch { kernel: &'static str, detail: String },
     #[error("CUDA driver: {0}")]
     Driver(String),
+    /// cuBLASLt missing or refusing a call that is not a product (those are `Launch`).
+    #[error("cuBLASLt: {0}")]
+    Blas(String),
     #[error("NVRTC: {0}")]
     Nvrtc(String),
     #[error("fetching {what}: {detail}")]

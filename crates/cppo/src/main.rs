@@ -34,6 +34,10 @@ enum Command {
         /// Also time the decoder's update on a random model with this config.json's shapes.
         #[arg(long)]
         bench: Option<PathBuf>,
+        /// With `--bench`: a few tokens per bench instead of the shapes compared with PyTorch (proves
+        /// the path, not the speed: `gpu-check.sh --dry-run`).
+        #[arg(long)]
+        bench_tiny: bool,
     },
     /// Train SmolLM2-135M-Instruct with CPPO on small additions (about ten minutes on 2 cores) and report
     /// held-out accuracy before and after.
@@ -168,6 +172,14 @@ enum BenchCommand {
         /// (8 questions x G = 16, prompt 256, `--max-new-tokens` each).
         #[arg(long)]
         device: Option<String>,
+        /// With `--device`: questions, completions per question and prompt tokens of the step (smaller
+        /// ones prove the path where the timings do not matter: `gpu-check.sh --dry-run`).
+        #[arg(long, default_value_t = 8)]
+        questions: usize,
+        #[arg(long, default_value_t = 16)]
+        group: usize,
+        #[arg(long, default_value_t = 256)]
+        prompt_len: usize,
     },
 }
 
@@ -298,9 +310,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
             print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());
         }
-        Command::Bench { what: BenchCommand::Step { max_new_tokens, random_config, device: Some(device), .. } } => {
+        Command::Bench { what: BenchCommand::Step { max_new_tokens, random_config, device: Some(device), questions, group, prompt_len, .. } } => {
             let cfg = random_config.ok_or_else(|| anyhow::anyhow!("bench step --device {device} needs --random-config CONFIG (e.g. configs/models/qwen2.5-1.5b-instruct.json)"))?;
-            print!("{}", device_step(&device, &cfg, max_new_tokens)?.table());
+            let shape = commands::bench_device::DeviceStepShape { questions, group, prompt_len, max_new_tokens, ..Default::default() };
+            print!("{}", device_step(&device, &cfg, shape)?.table());
         }
         Command::Bench { what: BenchCommand::Step { model, max_new_tokens, lora: true, lora_r, random_config: Some(cfg), .. } } => {
             print!("{}", commands::bench_lora::bench_step_lora_random(&cfg, &model, max_new_tokens, lora_r)?.table());
@@ -357,7 +370,7 @@ fn main() -> anyhow::Result<()> {
             let mut out = stdout.lock();
             commands::generate::print(&results, g.json, &mut out)?;
         }
-        Command::Selftest { device, seed, bench } => selftest(&device, seed, bench.as_deref())?,
+        Command::Selftest { device, seed, bench, bench_tiny } => selftest(&device, seed, bench.as_deref(), bench_tiny)?,
         Command::Convert { gguf, out } => {
             cppo_io::convert_gguf(&gguf, &out).with_context(|| format!("converting {}", gguf.display()))?;
             eprintln!("wrote {}", out.display());
@@ -384,9 +397,16 @@ fn main() -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "cuda")]
-fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let report = cppo_cuda::cuda::selftest::run(device, seed, bench)?;
-    println!("{report}");
+fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>, tiny: bool) -> anyhow::Result<()> {
+    use cppo_cuda::cuda::selftest::BenchShapes;
+    use std::io::Write;
+    let shapes = if tiny { BenchShapes::tiny() } else { BenchShapes::full() };
+    // Each line as it is known (a time-out keeps them), the count last.
+    let report = cppo_cuda::cuda::selftest::run(device, seed, bench.map(|b| (b, &shapes)), &mut |line| {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    })?;
+    println!("{}", report.count());
     if report.failed() > 0 {
         std::process::exit(1);
     }
@@ -395,21 +415,20 @@ fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>) ->
 
 /// `bench step --device D --random-config CONFIG` on that GPU.
 #[cfg(feature = "cuda")]
-fn device_step(device: &str, config: &std::path::Path, max_new_tokens: usize) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
+fn device_step(device: &str, config: &std::path::Path, shape: commands::bench_device::DeviceStepShape) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
     use anyhow::Context;
     let cfg = commands::read_random_config(config)?;
     let side = cppo_cuda::cuda::CudaSide::new(cppo_cuda::cuda::selftest::ordinal(device)?).with_context(|| format!("--device {device}"))?;
-    let shape = commands::bench_device::DeviceStepShape { max_new_tokens, ..Default::default() };
     commands::bench_device::bench_device_step(cppo_cuda::backend::CudaBackend::new(side), &cfg, &shape)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn device_step(device: &str, _config: &std::path::Path, _max_new_tokens: usize) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
+fn device_step(device: &str, _config: &std::path::Path, _shape: commands::bench_device::DeviceStepShape) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
     bail!("bench step --device {device}: this cppo was built without CUDA; build it with `cargo build --release -p cppo --features cuda`")
 }
 
 #[cfg(not(feature = "cuda"))]
-fn selftest(device: &str, _seed: Option<u64>, _bench: Option<&std::path::Path>) -> anyhow::Result<()> {
+fn selftest(device: &str, _seed: Option<u64>, _bench: Option<&std::path::Path>, _tiny: bool) -> anyhow::Result<()> {
     bail!("selftest --device {device}: this cppo was built without CUDA; build it with `cargo build --release -p cppo --features cuda`")
 }
 

@@ -123,16 +123,34 @@ pub fn compare_allowing(name: &str, got: &[f32], want: &[f32], rel: f64, allowed
     }
 }
 
+impl Report {
+    /// The report's first line.
+    pub fn header(&self) -> String {
+        format!("{} against the CPU backend (seed {}):", self.backend, self.seed)
+    }
+
+    /// The last line: `N passed, N failed`.
+    pub fn count(&self) -> String {
+        format!("{} passed, {} failed", self.passed(), self.failed())
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "  {} {}: {}", if self.passed { "ok  " } else { "FAIL" }, self.name, self.detail)
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} against the CPU backend (seed {}):", self.backend, self.seed)?;
+        writeln!(f, "{}", self.header())?;
         for c in &self.checks {
-            writeln!(f, "  {} {}: {}", if c.passed { "ok  " } else { "FAIL" }, c.name, c.detail)?;
+            writeln!(f, "{c}")?;
         }
         for n in &self.notes {
             writeln!(f, "{n}")?;
         }
-        write!(f, "{} passed, {} failed", self.passed(), self.failed())
+        write!(f, "{}", self.count())
     }
 }
 

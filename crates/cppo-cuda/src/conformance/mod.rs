@@ -34,6 +34,12 @@ type Section<B> = fn(&B, &Cpu<f32>, &mut Rng, &mut Report);
 
 /// Runs every section; a section that panics is one failed check naming it (the others still run).
 pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
+    run_with(b, seed, &mut |_, _| {})
+}
+
+/// `run`, telling `done` each section's name and checks as soon as it finishes (a run cut short by a
+/// time-out or a crash keeps what was printed).
+pub fn run_with<B: Backend<T = f32>>(b: &B, seed: u64, done: &mut dyn FnMut(&str, &[Check])) -> Report {
     let cpu = Cpu::<f32>::new();
     let mut report = Report { backend: b.name().to_string(), seed, checks: Vec::new(), notes: Vec::new() };
     let mut rng = Rng::new(seed);
@@ -51,13 +57,19 @@ pub fn run<B: Backend<T = f32>>(b: &B, seed: u64) -> Report {
         ("decoder steps", steps::decoder_steps::<B>),
     ];
     for (name, f) in sections {
+        let first = report.checks.len();
         let r = catch_unwind(AssertUnwindSafe(|| f(b, &cpu, &mut rng, &mut report)));
         if let Err(e) = r {
-            let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-            report.record(name, false, format!("panicked: {msg}"));
+            report.record(name, false, format!("panicked: {}", panic_message(e.as_ref())));
         }
+        done(name, &report.checks[first..]);
     }
     report
+}
+
+/// The text of a caught panic.
+pub fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
 }
 
 /// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).

@@ -93,6 +93,8 @@ pub struct Blas {
 
 impl Blas {
     pub fn new(dev: &Device) -> Result<Blas> {
+        // cudarc panics on its first cuBLASLt call where the library is missing: find it first.
+        super::libs::ensure(super::libs::Library::BlasLt)?;
         let handle = lt::create_handle().map_err(|e| blas_err("creating the handle", e))?;
         // SAFETY: scratch for cuBLASLt, never read by us.
         let workspace = unsafe { dev.stream.alloc::<u8>(WORKSPACE_BYTES) }.map_err(|e| Error::Driver(format!("cuBLASLt workspace: {e}")))?;

@@ -14,11 +14,10 @@ fn driver(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Driver(format!("{what}: {e}"))
 }
 
-/// Whether a CUDA driver library can be loaded at all. cudarc panics when it is missing, so every
-/// entry point asks this first.
+/// Whether a CUDA driver library can be loaded at all (`libs` probes once per process). cudarc
+/// panics when it is missing, so every entry point asks first.
 pub fn driver_present() -> bool {
-    // SAFETY: only tries to dlopen libcuda under its usual names and closes it again.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    super::libs::ensure(super::libs::Library::Driver).is_ok()
 }
 
 pub struct Device {
@@ -34,13 +33,30 @@ pub struct Device {
     pub(crate) sync_each_launch: bool,
 }
 
+/// The device's default memory pool (which the stream-ordered allocations come from) keeps what is
+/// freed: its release threshold is 0 by default, so at every synchronisation the freed memory went
+/// back to the OS and the next step mapped it again.
+fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::sys;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold = u64::MAX;
+    // SAFETY: out-parameter for the pool; the attribute is a cuuint64_t, alive for the call; the
+    // context is current on this thread (`CudaContext::new` bound it).
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result().map_err(|e| driver("the default memory pool", e))?;
+        sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut threshold as *mut u64 as *mut std::ffi::c_void)
+            .result()
+            .map_err(|e| driver("the memory pool's release threshold", e))
+    }
+}
+
 impl Device {
     /// Device `ordinal` (`model.device = "cuda:N"`), or a clear error where there is no driver or no
     /// such device.
     pub fn new(ordinal: usize) -> Result<Device> {
-        if !driver_present() {
-            return Err(Error::Driver("no CUDA driver (libcuda.so) on this machine: the CUDA backend needs an NVIDIA GPU and its driver".into()));
-        }
+        super::libs::ensure(super::libs::Library::Driver)?;
+        // NVRTC too, before anything runs: a missing compiler is one error here, not one per kernel.
+        super::libs::ensure(super::libs::Library::Nvrtc)?;
         let count = CudaContext::device_count().map_err(|e| driver("counting devices", e))?;
         if ordinal >= count.max(0) as usize {
             return Err(Error::Driver(format!("cuda:{ordinal} asked for, {count} device(s) present")));
@@ -51,6 +67,7 @@ impl Device {
         // SAFETY: no other stream exists in this context, so nothing relies on the events.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(|e| driver("creating a stream", e))?;
+        keep_freed_memory(&ctx)?;
         let (major, minor) = ctx.compute_capability().map_err(|e| driver("compute capability", e))?;
         let attr = |a: CUdevice_attribute, what: &str| ctx.attribute(a).map_err(|e| driver(what, e));
         let sms = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count")?;

@@ -5,6 +5,7 @@
 
 pub mod blas;
 pub mod device;
+pub mod libs;
 pub mod module;
 pub mod selftest;
 pub mod side;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaModule};
-use cudarc::nvrtc::{result as nvrtc, Ptx};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 
 use super::device::Device;
 use crate::error::{Error, Result};
@@ -20,32 +20,39 @@ pub struct ModuleCache {
     functions: HashMap<&'static str, (CudaFunction, u32)>,
 }
 
-/// Makes NVRTC loadable: an explicit `CPPO_NVRTC_DIR` or an already fetched wheel wins, then a
-/// system NVRTC, and only then is the wheel fetched (cudarc panics if it finds none).
+/// Makes NVRTC loadable (`libs`: probed once per process, fetched at most once, never offline).
 fn ensure_nvrtc() -> Result<()> {
-    let cached = crate::nvrtc_lib::cache_dir().ok().map(|d| d.join(format!("nvrtc-{}", crate::nvrtc_lib::WHEEL_VERSION)));
-    if std::env::var_os("CPPO_NVRTC_DIR").is_some() || cached.as_ref().is_some_and(|d| d.is_dir()) {
-        return crate::nvrtc_lib::preload(&crate::nvrtc_lib::library_dir()?).map(|_| ());
-    }
-    // SAFETY: only tries to dlopen libnvrtc under its usual names.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Ok(());
-    }
-    crate::nvrtc_lib::preload(&crate::nvrtc_lib::wheel_dir()?).map(|_| ())
+    super::libs::ensure(super::libs::Library::Nvrtc).map(|_| ())
 }
 
-/// PTX of `code` for `arch`, or NVRTC's log.
-pub fn compile(name: &str, code: &str, arch: &str) -> Result<String> {
+/// What NVRTC made of one file.
+pub enum Image {
+    /// PTX text (`compute_XY`): the driver finishes it, if it is as new as the NVRTC that wrote it.
+    Ptx(String),
+    /// Machine code for one architecture (`sm_XY`): nothing left for the driver to compile.
+    Cubin(Vec<u8>),
+}
+
+/// `code` compiled for `arch` (`compute_XY`: PTX; `sm_XY`: a cubin), or NVRTC's log.
+pub fn compile(name: &str, code: &str, arch: &str) -> Result<Image> {
     ensure_nvrtc()?;
     let src = CString::new(code).map_err(|_| Error::Nvrtc(format!("{name}: NUL in the source")))?;
     let cname = CString::new(name).map_err(|_| Error::Nvrtc(format!("{name}: NUL in the name")))?;
     let prog = nvrtc::create_program(&src, Some(&cname)).map_err(|e| Error::Nvrtc(format!("{name}: {e:?}")))?;
+    let fail = |e: cudarc::nvrtc::result::NvrtcError| Error::Nvrtc(format!("{name} for {arch}: {e:?}"));
     // SAFETY: `prog` comes from create_program and is destroyed exactly once, below; the log and
-    // PTX buffers are NUL-terminated by NVRTC.
+    // PTX buffers are NUL-terminated by NVRTC; the cubin buffer is sized by its size call.
     unsafe {
         let compiled = nvrtc::compile_program(prog, &nvrtc_options(arch));
         let out = match compiled {
-            Ok(()) => nvrtc::get_ptx(prog).map(|p| CStr::from_ptr(p.as_ptr()).to_string_lossy().into_owned()).map_err(|e| Error::Nvrtc(format!("{name}: {e:?}"))),
+            Ok(()) if arch.starts_with("sm_") => {
+                let mut size = 0usize;
+                nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size).result().map_err(fail).and_then(|()| {
+                    let mut bytes = vec![0u8; size];
+                    nvrtc_sys::nvrtcGetCUBIN(prog, bytes.as_mut_ptr() as *mut std::ffi::c_char).result().map_err(fail).map(|()| Image::Cubin(bytes))
+                })
+            }
+            Ok(()) => nvrtc::get_ptx(prog).map(|p| Image::Ptx(CStr::from_ptr(p.as_ptr()).to_string_lossy().into_owned())).map_err(fail),
             Err(e) => {
                 let log = nvrtc::get_program_log(prog).map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned()).unwrap_or_default();
                 Err(Error::Nvrtc(format!("{name} for {arch}: {e:?}\n{log}")))
@@ -56,7 +63,54 @@ pub fn compile(name: &str, code: &str, arch: &str) -> Result<String> {
     }
 }
 
+/// The driver's and NVRTC's versions, e.g. `CUDA driver 13.0, NVRTC 13.0`.
+pub fn versions() -> String {
+    let (mut drv, mut major, mut minor) = (0, 0, 0);
+    // SAFETY: plain out-parameters; both libraries were probed (`libs`) before any module loads.
+    let d = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut drv) }.result();
+    let n = unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }.result();
+    let drv = if d.is_ok() { format!("{}.{}", drv / 1000, (drv % 1000) / 10) } else { format!("unknown ({d:?})") };
+    let nv = if n.is_ok() { format!("{major}.{minor}") } else { format!("unknown ({n:?})") };
+    format!("CUDA driver {drv}, NVRTC {nv}")
+}
+
+/// Says once per process which versions compile and load the kernels, and how they loaded.
+fn say_versions(how: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("cppo cuda: {}; kernels load {how}", versions()));
+}
+
 impl Device {
+    /// `file` as a cubin for this device's own architecture; where the driver refuses it (a driver
+    /// without that architecture's support), as PTX, which the driver compiles itself.
+    fn load(&self, file: &'static str) -> Result<Arc<CudaModule>> {
+        let src = source(file).ok_or_else(|| Error::NoKernel(file.to_string()))?;
+        let code = program(src);
+        let sm = self.arch.replace("compute_", "sm_");
+        let cubin_error = match compile(src.name, &code, &sm) {
+            Ok(Image::Cubin(bytes)) => match self.ctx.load_module(Ptx::from_binary(bytes)) {
+                Ok(m) => {
+                    say_versions(&format!("as {sm} cubins"));
+                    return Ok(m);
+                }
+                Err(e) => e.to_string(),
+            },
+            Ok(Image::Ptx(_)) => "NVRTC gave PTX for a real architecture".to_string(),
+            Err(e) => e.to_string(),
+        };
+        let ptx = match compile(src.name, &code, &self.arch)? {
+            Image::Ptx(p) => p,
+            Image::Cubin(_) => return Err(Error::Nvrtc(format!("{file}: a cubin for the virtual architecture {}", self.arch))),
+        };
+        match self.ctx.load_module(Ptx::from_src(ptx)) {
+            Ok(m) => {
+                say_versions(&format!("as {} PTX (the driver refused the {sm} cubin: {cubin_error})", self.arch));
+                Ok(m)
+            }
+            Err(e) => Err(Error::Driver(format!("loading {file}: the {sm} cubin: {cubin_error}; the {} PTX: {e} ({})", self.arch, versions()))),
+        }
+    }
+
     /// The kernel's function, its file compiled and loaded on first use.
     fn function(&mut self, k: &'static Kernel) -> Result<(CudaFunction, u32)> {
         if let Some(f) = self.modules.functions.get(k.name) {
@@ -65,9 +119,7 @@ impl Device {
         let module = match self.modules.modules.get(k.file) {
             Some(m) => m.clone(),
             None => {
-                let src = source(k.file).ok_or_else(|| Error::NoKernel(k.name.to_string()))?;
-                let ptx = compile(src.name, &program(src), &self.arch)?;
-                let m = self.ctx.load_module(Ptx::from_src(ptx)).map_err(|e| Error::Driver(format!("loading {}: {e}", k.file)))?;
+                let m = self.load(k.file)?;
                 self.modules.modules.insert(k.file, m.clone());
                 m
             }

@@ -26,6 +26,27 @@ pub const GEN_SHAPES: [GenShape; 3] = [
 /// Seconds the generation runs may start within (a shape reached later is reported as skipped).
 pub const GEN_BUDGET_S: f64 = 90.0;
 
+/// The shapes `--bench` times.
+pub struct BenchShapes {
+    pub update: Shape,
+    pub generate: Vec<GenShape>,
+}
+
+impl BenchShapes {
+    /// `BENCH_SHAPE` and `GEN_SHAPES`: the figures compared with PyTorch's.
+    pub fn full() -> Self {
+        BenchShapes { update: BENCH_SHAPE, generate: GEN_SHAPES.to_vec() }
+    }
+
+    /// A few tokens each: proves the benches' path where timings mean nothing (a dry run, a fake GPU).
+    pub fn tiny() -> Self {
+        BenchShapes {
+            update: Shape { group: 2, prompt_len: 8, new_tokens: 4, repeats: 1 },
+            generate: vec![GenShape { batch: 1, prompt_len: 8, new_tokens: 4 }, GenShape { batch: 2, prompt_len: 8, new_tokens: 4 }],
+        }
+    }
+}
+
 /// The ordinal of `cuda` / `cuda:N`.
 pub fn ordinal(device: &str) -> Result<usize> {
     match device.split_once(':') {
@@ -39,36 +60,62 @@ pub fn ordinal(device: &str) -> Result<usize> {
 /// model's `config.json`, times the decoder's update (`tape_bench`) and the generation engine
 /// (`gen_bench`) on a random model of that shape, figures in the report's notes. Without a CUDA
 /// driver, or without that device, an error (not a panic).
-pub fn run(device: &str, seed: Option<u64>, bench: Option<&Path>) -> Result<Report> {
+///
+/// `say` gets every line as soon as it is known: the header, each section's checks as the section
+/// finishes, the count before any bench starts, then each bench's line. A bench that fails or panics
+/// is one line; the others still run. A time-out or a crash keeps what was said.
+pub fn run(device: &str, seed: Option<u64>, bench: Option<(&Path, &BenchShapes)>, say: &mut dyn FnMut(&str)) -> Result<Report> {
     let ordinal = ordinal(device)?;
     let side = CudaSide::new(ordinal)?;
     let label = format!("cuda:{ordinal} ({}, {})", side.device().name, side.device().arch);
     let seed = seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
     let backend = CudaBackend::new(side);
-    let mut report = conformance::run(&backend, seed);
+    say(&Report { backend: label.clone(), seed, ..Report::default() }.header());
+    let mut report = conformance::run_with(&backend, seed, &mut |section, checks| {
+        say(&format!("-- {section}"));
+        for c in checks {
+            say(&c.to_string());
+        }
+    });
     report.backend = label;
     // A fault of an asynchronous launch that no later read waited for shows here.
     let synced = backend.device().synchronize();
     report.record("the stream finishes without a fault", synced.is_ok(), synced.err().map_or_else(String::new, |e| e.to_string()));
-    if let Some(config) = bench {
-        match bench_model(config, report.seed) {
+    say(&report.checks.last().expect("just recorded").to_string());
+    say(&report.count());
+    if let Some((config, shapes)) = bench {
+        let mut note = |report: &mut Report, line: String| {
+            say(&line);
+            report.notes.push(line);
+        };
+        match guarded(|| bench_model(config, seed)) {
             Ok(dec) => {
-                report.notes.push(match tape_bench::run(&backend, &dec, BENCH_SHAPE, report.seed) {
+                let line = match guarded(|| tape_bench::run(&backend, &dec, shapes.update, seed).map_err(|e| e.to_string())) {
                     Ok(r) => format!("{r} (bf16 products; attention in f32)"),
                     Err(e) => format!("cppo tape bench on {}: failed: {e}", config.display()),
-                });
-                match gen_bench::run(&backend, &dec, &GEN_SHAPES, report.seed, GEN_BUDGET_S) {
-                    Ok(runs) => report.notes.extend(runs.into_iter().map(|r| match r {
-                        Ok(r) => format!("{r} (bf16 weights, KV cache and sampling on the device)"),
-                        Err(e) => format!("cppo generate: {e}"),
-                    })),
-                    Err(e) => report.notes.push(format!("cppo generate on {}: failed: {e:#}", config.display())),
+                };
+                note(&mut report, line);
+                match guarded(|| gen_bench::run(&backend, &dec, &shapes.generate, seed, GEN_BUDGET_S).map_err(|e| format!("{e:#}"))) {
+                    Ok(runs) => {
+                        for r in runs {
+                            note(&mut report, match r {
+                                Ok(r) => format!("{r} (bf16 weights, KV cache and sampling on the device)"),
+                                Err(e) => format!("cppo generate: {e}"),
+                            });
+                        }
+                    }
+                    Err(e) => note(&mut report, format!("cppo generate on {}: failed: {e}", config.display())),
                 }
             }
-            Err(e) => report.notes.push(format!("cppo benches on {}: failed: {e}", config.display())),
+            Err(e) => note(&mut report, format!("cppo benches on {}: failed: {e}", config.display())),
         }
     }
     Ok(report)
+}
+
+/// `f`'s result, a panic turned into its message.
+fn guarded<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|e| Err(format!("panicked: {}", conformance::panic_message(e.as_ref()))))
 }
 
 /// A random model with `config`'s shapes, every weight trainable (a full fine-tune: the update bench

@@ -5,14 +5,15 @@
 //! `CPPO_EMU_CXXFLAGS="-fsanitize=thread -g -O1" cargo test -p cppo-cuda --test emulated --no-run`,
 //! then run that test binary with the same variable and `LD_PRELOAD=$(gcc -print-file-name=libtsan.so)`.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use cppo_cuda::kernels::{Kernel, KERNELS, SOURCES};
+use cppo_cuda::kernels::{Kernel, KERNELS};
+
+#[path = "../../fake/build_fake.rs"]
+mod build_fake;
 use cppo_cuda::{Buf, DType, Error, LaunchConfig, Launcher, Result};
 
 /// The emulation's own test kernels (`emu/selftest.cu`), all `(int* out, int n)`.
@@ -42,68 +43,12 @@ fn lib() -> &'static Lib {
     }
 }
 
-/// The C++ translation unit: the emulation header, every kernel file, and the export table of the
-/// kernels the host knows (a name missing from the sources fails to compile here).
-fn wrapper(root: &Path) -> String {
-    let inc = |p: &str| format!("#include \"{}\"\n", root.join(p).display());
-    let mut s = inc("emu/cuda_emu.h");
-    s += &inc("kernels/common.cuh");
-    for f in SOURCES {
-        s += &inc(&format!("kernels/{}", f.name));
-    }
-    s += &inc("emu/selftest.cu");
-    s += &inc("emu/exports.h");
-    s += "static const emu::Entry cppo_entries[] = {\n";
-    for k in KERNELS.iter().chain(SELFTEST) {
-        s += &format!("    EMU_ENTRY({}),\n", k.name);
-    }
-    s += "};\nEMU_EXPORTS(cppo_entries)\n";
-    s
-}
-
 fn build() -> std::result::Result<PathBuf, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = wrapper(root);
     // Extra flags (e.g. `-fsanitize=thread -g`) for a run by hand; they are part of the cache key.
     let extra = std::env::var("CPPO_EMU_CXXFLAGS").unwrap_or_default();
-    let mut h = DefaultHasher::new();
-    src.hash(&mut h);
-    extra.hash(&mut h);
-    for p in ["emu/cuda_emu.h", "emu/exports.h", "emu/selftest.cu", "kernels/common.cuh"] {
-        std::fs::read(root.join(p)).map_err(|e| format!("{p}: {e}"))?.hash(&mut h);
-    }
-    for f in SOURCES {
-        f.code.hash(&mut h);
-    }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cppo-emu");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let out = dir.join(format!("libcppo_emu_{:016x}.so", h.finish()));
-    if out.is_file() {
-        return Ok(out);
-    }
-    let unique = format!("{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
-    let cpp = dir.join(format!("emu-{unique}.cpp"));
-    let tmp = dir.join(format!(".emu-{unique}.so"));
-    std::fs::write(&cpp, &src).map_err(|e| format!("{}: {e}", cpp.display()))?;
-    let tool = cc::Build::new()
-        .cpp(true)
-        .target(env!("CPPO_CUDA_TARGET"))
-        .host(env!("CPPO_CUDA_HOST"))
-        .opt_level(2)
-        .debug(false)
-        .cargo_metadata(false)
-        .try_get_compiler()
-        .map_err(|e| format!("no C++ compiler: {e}"))?;
-    let mut cmd = tool.to_command();
-    cmd.args(["-std=c++17", "-shared", "-fPIC", "-pthread", "-Wall", "-Wno-unused-function", "-o"]).arg(&tmp).arg(&cpp);
-    cmd.args(extra.split_whitespace());
-    let output = cmd.output().map_err(|e| format!("running {cmd:?}: {e}"))?;
-    let _ = std::fs::remove_file(&cpp);
-    if !output.status.success() {
-        return Err(format!("compiling the kernels as C++ failed:\n{}", String::from_utf8_lossy(&output.stderr)));
-    }
-    std::fs::rename(&tmp, &out).map_err(|e| format!("{}: {e}", out.display()))?;
-    Ok(out)
+    let names: Vec<&str> = SELFTEST.iter().map(|k| k.name).collect();
+    build_fake::emulation_library(&dir, &["emu/selftest.cu"], &names, &extra, env!("CPPO_CUDA_TARGET"), env!("CPPO_CUDA_HOST"))
 }
 
 fn load() -> std::result::Result<Lib, String> {
