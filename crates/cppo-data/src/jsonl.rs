@@ -221,10 +221,10 @@ fn lookup<'a>(fields: &'a serde_json::Map<String, Value>, path: &str) -> Option<
 /// A prompt is a non-empty string, or a non-empty list of `{"role", "content"}` messages; for a
 /// conversation the text is its last user turn (what reports show as the question).
 fn read_prompt(value: &Value) -> std::result::Result<(String, Option<Vec<ChatMessage>>), String> {
-    let Value::Array(items) = value else {
-        return non_empty_string(value, false).map(|s| (s, None)).map_err(|e| {
-            format!("{e} (a prompt is a string or a list of {{\"role\", \"content\"}} messages)")
-        });
+    let items = match value {
+        Value::Array(items) => items,
+        Value::String(_) => return non_empty_string(value, false).map(|s| (s, None)),
+        other => return Err(format!("expected a string or a list of chat messages, got {}", type_name(other))),
     };
     if items.is_empty() {
         return Err("expected a non-empty list of chat messages, got an empty list".to_owned());
