@@ -149,7 +149,7 @@ impl RewardSet {
             set.pending_startup = external.startup_seconds;
             set.external = Some(external);
         }
-        set.accuracy_part = section.accuracy_from.as_ref().and_then(|a| section.names().iter().position(|n| n == a));
+        set.accuracy_part = section.accuracy_from.as_ref().and_then(|a| section.names().iter().position(|n| *n == a.as_str()));
         Ok(set)
     }
 
@@ -184,7 +184,7 @@ impl RewardSet {
         }
         let weights: Vec<f64> = self.parts.iter().map(|(_, w, _)| *w).chain(self.external.iter().flat_map(|e| e.parts().map(|(_, w)| w))).collect();
         let totals = (0..batch.len())
-            .map(|i| parts.iter().zip(&weights).map(|(p, w)| if p[i].is_nan() { 0.0 } else { w * p[i] }).sum())
+            .map(|i| parts.iter().zip(&weights).map(|(p, w)| if p[i].is_nan() { 0.0 } else { w * p[i] }).sum::<f64>())
             .collect();
         let correct = match self.accuracy_part {
             Some(a) => parts[a].iter().map(|&v| v >= 1.0).collect(),
