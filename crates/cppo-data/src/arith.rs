@@ -245,6 +245,8 @@ pub fn generate(config: &ArithConfig) -> Result<Vec<Problem>> {
             answer: value.to_string(),
             task: Task::Gsm8k,
             record,
+            messages: None,
+            prompt_field: None,
         });
     }
     Ok(problems)

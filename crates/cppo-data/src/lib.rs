@@ -16,7 +16,7 @@ pub use arith::{
 };
 pub use dataset::{Dataset, HubSource};
 pub use error::{DataError, Result};
-pub use jsonl::{load_jsonl, JsonlSpec};
+pub use jsonl::{load_jsonl, task_of_data_source, JsonlSpec, VERL_GROUND_TRUTH};
 pub use parquet::{load_file, load_parquet, load_split_files};
 pub use root::{data_root, resolve_data_root, resolve_data_root_in, DataRoot, RootOrigin, DATA_DIR_ENV};
 pub use sampler::{take, take_random, Sampler, SamplerState};

@@ -88,7 +88,7 @@ fn wrong_type_names_file_line_and_field() {
     assert_eq!(
         err,
         format!(
-            "{}:3: field \"q\": expected a string, got null",
+            "{}:3: field \"q\": expected a string or a list of chat messages, got null",
             path.display()
         )
     );

@@ -13,6 +13,8 @@ fn problems(n: usize) -> Vec<Problem> {
             answer: i.to_string(),
             task: Task::Gsm8k,
             record: serde_json::Value::Null,
+        messages: None,
+        prompt_field: None,
         })
         .collect()
 }

@@ -11,6 +11,8 @@ fn problem(prompt: &str) -> Problem {
         answer: "1".into(),
         task: Task::Gsm8k,
         record: serde_json::Value::Null,
+        messages: None,
+        prompt_field: None,
     }
 }
 

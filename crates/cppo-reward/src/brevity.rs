@@ -33,7 +33,7 @@ mod tests {
     use super::*;
 
     fn problem() -> Problem {
-        Problem { id: "x".into(), prompt: String::new(), answer: "1".into(), task: cppo_core::Task::Gsm8k, record: serde_json::Value::Null }
+        Problem { id: "x".into(), prompt: String::new(), answer: "1".into(), task: cppo_core::Task::Gsm8k, record: serde_json::Value::Null, messages: None, prompt_field: None }
     }
 
     #[test]

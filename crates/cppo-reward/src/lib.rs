@@ -5,6 +5,7 @@
 
 pub mod brevity;
 mod error;
+pub mod external;
 pub mod factory;
 pub mod format;
 pub mod grade;
@@ -18,6 +19,7 @@ mod score;
 mod weighted;
 
 pub use error::RewardError;
+pub use external::{CommandSpec, ExternalError, ExternalRewards, FunctionSpec, Sample, Style, WorkerOptions};
 pub use factory::{build_weighted, reward_by_name, AccuracyReward, RewardSpec, REWARD_NAMES};
 pub use brevity::BrevityReward;
 pub use format::FormatReward;

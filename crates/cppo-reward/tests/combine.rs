@@ -4,7 +4,7 @@ use cppo_core::{Problem, Task};
 use cppo_reward::{build_weighted, reward_by_name, AccuracyReward, FormatReward, Reward, RewardError, RewardSpec, Weighted};
 
 fn problem(task: Task, answer: &str) -> Problem {
-    Problem { id: "p".into(), prompt: "q".into(), answer: answer.into(), task, record: serde_json::Value::Null }
+    Problem { id: "p".into(), prompt: "q".into(), answer: answer.into(), task, record: serde_json::Value::Null, messages: None, prompt_field: None }
 }
 
 const GOOD: &str = "<think>\n9 * 2 = 18\n</think>\n<answer>\n18\n</answer>";

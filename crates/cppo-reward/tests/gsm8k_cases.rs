@@ -83,7 +83,7 @@ fn reasons_and_extractions_are_reported() {
 
 #[test]
 fn the_reward_reads_the_problem_answer() {
-    let p = Problem { id: "t".into(), prompt: "q".into(), answer: REFERENCE.into(), task: Task::Gsm8k, record: serde_json::Value::Null };
+    let p = Problem { id: "t".into(), prompt: "q".into(), answer: REFERENCE.into(), task: Task::Gsm8k, record: serde_json::Value::Null, messages: None, prompt_field: None };
     assert_eq!(Gsm8kReward.name(), "gsm8k");
     assert_eq!(Gsm8kReward.score("<answer>18</answer>", &p).value, 1.0);
     assert_eq!(Gsm8kReward.score("<answer>19</answer>", &p).value, 0.0);

@@ -258,7 +258,7 @@ fn grading_and_the_reward() {
     assert!(s.reason.contains("wrong"), "{}", s.reason);
     let s = math::grade("I do not know", reference);
     assert_eq!((s.extracted, s.correct), (None, Some(false)));
-    let p = Problem { id: "m".into(), prompt: "q".into(), answer: r"\left( 3, \frac{\pi}{2} \right)".into(), task: Task::Math, record: serde_json::Value::Null };
+    let p = Problem { id: "m".into(), prompt: "q".into(), answer: r"\left( 3, \frac{\pi}{2} \right)".into(), task: Task::Math, record: serde_json::Value::Null, messages: None, prompt_field: None };
     assert_eq!(MathReward.name(), "math");
     assert_eq!(MathReward.score(r"\boxed{(3, \frac{\pi}{2})}", &p).value, 1.0);
     assert_eq!(MathReward.score(r"\boxed{[3, \frac{\pi}{2}]}", &p).value, 0.0);

@@ -22,7 +22,7 @@ fn latexish() -> impl Strategy<Value = String> {
 }
 
 fn problem(task: Task, answer: &str) -> Problem {
-    Problem { id: "p".into(), prompt: String::new(), answer: answer.into(), task, record: serde_json::Value::Null }
+    Problem { id: "p".into(), prompt: String::new(), answer: answer.into(), task, record: serde_json::Value::Null, messages: None, prompt_field: None }
 }
 
 fn check_total(completion: &str, reference: &str) {

@@ -22,9 +22,10 @@ pub struct TrainConfig {
     pub output_dir: PathBuf,
     pub model: ModelSection,
     pub data: DataSection,
-    /// Reward names with their weights, e.g. `accuracy = 1.0`, `format = 1.0`; the score is the weighted sum.
-    #[serde(default = "default_rewards")]
-    pub reward: std::collections::BTreeMap<String, f64>,
+    /// Reward names with their weights, e.g. `accuracy = 1.0`, `format = 1.0`, users' functions
+    /// (`[[reward.function]]`) and workers (`[[reward.command]]`); the score is the weighted sum.
+    #[serde(default)]
+    pub reward: crate::rewards::RewardSection,
     /// DAPO's soft overlong punishment, added to the task reward (`max_length`, `cache_length`); none
     /// (the default) adds nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,10 +45,6 @@ pub struct TrainConfig {
     /// Train LoRA adapters on a frozen base instead of every weight; absent: full fine-tuning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraSection>,
-}
-
-fn default_rewards() -> std::collections::BTreeMap<String, f64> {
-    [("accuracy".to_string(), 1.0)].into_iter().collect()
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,7 +75,8 @@ fn default_device() -> String {
 pub struct DataSection {
     /// A dataset name (`gsm8k:train`, `math:train`, `math500`, `amc23`, `aime24`, `arith:train`, ...), a
     /// Hub dataset (`hub:org/name[:config][:split]`) or a `.jsonl` / `.parquet` file (for these two,
-    /// `prompt_field`, `answer_field` and `task` say how to read it).
+    /// `prompt_field`, `answer_field` and `task` say how to read it; TRL's and verl's layouts need none
+    /// of them).
     pub train: String,
     /// The held-out set for periodic evaluation; none disables it.
     #[serde(default)]
@@ -96,12 +94,16 @@ pub struct DataSection {
     /// A prompt longer than this (in tokens, after the chat template) is an error before training starts.
     #[serde(default = "default_max_prompt_tokens")]
     pub max_prompt_tokens: usize,
+    /// The field holding the prompt, a string or a list of chat messages (default `prompt`).
     #[serde(default)]
     pub prompt_field: Option<String>,
+    /// The field (or dotted path) of the gold answer; default verl's `reward_model.ground_truth` when a
+    /// row has it. Only the built-in graders need one.
     #[serde(default)]
     pub answer_field: Option<String>,
     #[serde(default)]
     pub id_field: Option<String>,
+    /// The built-in grader (`gsm8k` or `math`); a row's `data_source` naming one wins.
     #[serde(default)]
     pub task: Option<cppo_core::Task>,
 }
@@ -588,16 +590,9 @@ impl TrainConfig {
         if let Some(&k) = e.pass_k.iter().find(|&&k| k == 0 || k > e.samples) {
             bail!("eval.pass_k contains {k}: each k must be in 1..=eval.samples ({})", e.samples);
         }
-        for (name, w) in &self.reward {
-            if !w.is_finite() {
-                bail!("reward.{name} = {w} must be finite");
-            }
-        }
+        self.reward.validate()?;
         if let Some(p) = &self.overlong_penalty {
             p.validate().map_err(|e| anyhow::anyhow!("overlong_penalty.{e}"))?;
-        }
-        if self.reward.is_empty() {
-            bail!("[reward] names no reward: add e.g. `accuracy = 1.0`");
         }
         if self.data.template != "custom" && (self.data.system.is_some() || self.data.user.is_some()) {
             bail!("data.system / data.user need data.template = \"custom\"");

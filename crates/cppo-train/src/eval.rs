@@ -14,6 +14,7 @@ use cppo_reward::{AccuracyReward, Reward};
 use serde::{Deserialize, Serialize};
 
 use crate::prompt::Prompter;
+use crate::rewards::{nan_mean, RewardSet};
 use crate::rollout::{generate_groups, GenerateOptions, Rollout, RolloutRequest};
 
 #[derive(Clone, Debug)]
@@ -39,6 +40,12 @@ pub struct EvalSummary {
     pub mean_completion_tokens: f64,
     pub truncated_fraction: f64,
     pub seconds: f64,
+    /// The mean of each configured reward part over every generation (users' functions included;
+    /// "not applicable" skipped), and of their weighted sum.
+    #[serde(default)]
+    pub rewards: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub reward_mean: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -65,19 +72,23 @@ pub fn evaluate(
     policy: &Decoder,
     tokenizer: &ChatTokenizer,
     prompter: &Prompter,
+    rewards: &RewardSet,
     problems: &[Problem],
     settings: &EvalSettings,
     step: u64,
 ) -> Result<(EvalSummary, Vec<EvalRecord>)> {
     let mut on_cpu = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(generate_groups(policy, tokenizer, req, params, opts, |_| {})?.0);
-    evaluate_with(&mut on_cpu, tokenizer, prompter, problems, settings, step)
+    evaluate_with(&mut on_cpu, tokenizer, prompter, rewards, problems, settings, step)
 }
 
-/// `evaluate` with the generation the caller brings (the trainer's device, when it has one).
+/// `evaluate` with the generation the caller brings (the trainer's device, when it has one). The run's
+/// rewards score every generation; correctness is the part `reward.accuracy_from` names, else the
+/// built-in grader of the problem's task.
 pub fn evaluate_with(
     generate: &mut Generator<'_>,
     tokenizer: &ChatTokenizer,
     prompter: &Prompter,
+    rewards: &RewardSet,
     problems: &[Problem],
     settings: &EvalSettings,
     step: u64,
@@ -95,6 +106,12 @@ pub fn evaluate_with(
     let req = RolloutRequest { problems, prompts, group_size: settings.samples };
     let groups = generate(&req, &params, GenerateOptions::new(settings.max_batch, settings.seed, Precision::F32))?;
     let grader = AccuracyReward;
+    let batch: Vec<(&Problem, &str, &[u32])> = groups
+        .iter()
+        .flat_map(|g| g.texts.iter().zip(&g.completions).map(move |(t, c)| (&g.problem, t.as_str(), c.tokens.as_slice())))
+        .collect();
+    let scores = rewards.score_batch(step, &batch).map_err(|e| e.context(format!("evaluation at step {step}: rewards")))?;
+    let mut scored = 0usize;
     let mut records = Vec::with_capacity(groups.len());
     let mut all_correct = Vec::new();
     let mut pass: BTreeMap<usize, f64> = settings.pass_k.iter().map(|&k| (k, 0.0)).collect();
@@ -103,7 +120,8 @@ pub fn evaluate_with(
         let mut generations = Vec::with_capacity(g.texts.len());
         for (text, c) in g.texts.iter().zip(&g.completions) {
             let s = grader.score(text, &g.problem);
-            let correct = s.correct.unwrap_or(false);
+            let correct = if rewards.accuracy_part.is_some() { scores.correct[scored] } else { s.correct.unwrap_or(false) };
+            scored += 1;
             all_correct.push(correct);
             tokens += c.tokens.len();
             truncated += c.truncated() as usize;
@@ -131,6 +149,8 @@ pub fn evaluate_with(
         mean_completion_tokens: tokens as f64 / count.max(1) as f64,
         truncated_fraction: truncated as f64 / count.max(1) as f64,
         seconds: t.elapsed().as_secs_f64(),
+        rewards: rewards.names().into_iter().zip(&scores.parts).map(|(name, v)| (name, nan_mean(v.iter().copied()))).collect(),
+        reward_mean: nan_mean(scores.totals.iter().copied()),
     };
     Ok((summary, records))
 }

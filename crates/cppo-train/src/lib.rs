@@ -10,6 +10,7 @@ pub mod tensorboard;
 pub mod checkpoint;
 pub mod eval;
 pub mod prompt;
+pub mod rewards;
 pub mod rollout;
 pub mod shaping;
 pub mod sources;

@@ -147,9 +147,8 @@ impl RolloutSummary {
         let correct = drawn.iter().flat_map(|r| &r.correct).filter(|&&c| c).count();
         let mean_of = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let mut parts = BTreeMap::new();
-        for (p, (name, _, _)) in rewards.parts.iter().enumerate() {
-            let v: Vec<f64> = drawn.iter().flat_map(|r| r.parts[p].iter().copied()).collect();
-            parts.insert(name.clone(), mean_of(&v));
+        for (p, name) in rewards.names().into_iter().enumerate() {
+            parts.insert(name, crate::rewards::nan_mean(drawn.iter().flat_map(|r| r.parts[p].iter().copied())));
         }
         if let Some(p) = overlong {
             let v: Vec<f64> = lengths.iter().map(|&l| p.penalty(l)).collect();

@@ -11,8 +11,12 @@ pub struct Prompter {
 }
 
 impl Prompter {
+    /// The template's messages, or the problem's own conversation as it is (no template).
     pub fn messages(&self, problem: &Problem) -> Vec<ChatMessage> {
-        self.template.messages(problem)
+        match &problem.messages {
+            Some(conversation) => conversation.clone(),
+            None => self.template.messages(problem),
+        }
     }
 
     /// The prompt's token ids, rendered with `add_generation_prompt`. Too long a prompt is an error that

@@ -5,7 +5,8 @@ use cppo_core::Problem;
 use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams, Precision};
 use cppo_io::ChatTokenizer;
 use cppo_model::Decoder;
-use cppo_reward::Reward;
+
+pub use crate::rewards::{score_groups, RewardSet};
 
 /// One question's group of completions with their scores.
 pub struct Rollout {
@@ -15,42 +16,11 @@ pub struct Rollout {
     pub texts: Vec<String>,
     /// The weighted reward of each completion.
     pub rewards: Vec<f64>,
-    /// `parts[p][i]`: the unweighted score of reward part p for completion i.
+    /// `parts[p][i]`: the unweighted score of reward part p for completion i (NaN where a user's
+    /// function said "not applicable").
     pub parts: Vec<Vec<f64>>,
     /// Whether each completion was graded correct by the accuracy part (false when no part grades).
     pub correct: Vec<bool>,
-}
-
-/// The configured rewards, scored part by part so each part's mean can be reported.
-pub struct RewardSet {
-    pub parts: Vec<(String, f64, Box<dyn Reward>)>,
-}
-
-impl RewardSet {
-    pub fn from_config(weights: &std::collections::BTreeMap<String, f64>) -> Result<Self> {
-        let mut parts = Vec::new();
-        for (name, &w) in weights {
-            let reward = cppo_reward::reward_by_name(name).map_err(|e| anyhow::anyhow!("reward.{name}: {e}"))?;
-            parts.push((name.clone(), w, reward));
-        }
-        Ok(RewardSet { parts })
-    }
-
-    /// (weighted total, per-part values, correct)
-    pub fn score(&self, text: &str, problem: &Problem) -> (f64, Vec<f64>, bool) {
-        let mut total = 0.0;
-        let mut values = Vec::with_capacity(self.parts.len());
-        let mut correct = None;
-        for (_, w, reward) in &self.parts {
-            let s = reward.score(text, problem);
-            total += w * s.value;
-            values.push(s.value);
-            if correct.is_none() {
-                correct = s.correct;
-            }
-        }
-        (total, values, correct.unwrap_or(false))
-    }
 }
 
 pub struct RolloutRequest<'a> {
@@ -122,21 +92,4 @@ pub fn generate_groups_on(
         });
     }
     Ok((out, stats))
-}
-
-pub fn score_groups(rollouts: &mut [Rollout], rewards: &RewardSet) {
-    for r in rollouts {
-        let n = r.texts.len();
-        r.rewards = Vec::with_capacity(n);
-        r.parts = vec![Vec::with_capacity(n); rewards.parts.len()];
-        r.correct = Vec::with_capacity(n);
-        for text in &r.texts {
-            let (total, values, correct) = rewards.score(text, &r.problem);
-            r.rewards.push(total);
-            for (p, v) in values.into_iter().enumerate() {
-                r.parts[p].push(v);
-            }
-            r.correct.push(correct);
-        }
-    }
 }

@@ -44,8 +44,8 @@ impl Default for RunOptions {
 pub fn resume_config(out: &Path, overrides: &[String]) -> Result<TrainConfig> {
     for spec in overrides {
         let key = spec.split_once('=').map_or(spec.as_str(), |(k, _)| k).trim();
-        if key != "train.steps" {
-            bail!("--resume --set {key}: a resumed run keeps its configuration; only train.steps can be changed (raised), e.g. --set train.steps=200");
+        if !crate::trainer::RESUMABLE_CHANGES.contains(&key) {
+            bail!("--resume --set {key}: a resumed run keeps its configuration; only train.steps (raised), reward.timeout_s and reward.python can be changed, e.g. --set train.steps=200");
         }
     }
     let path = out.join("config.toml");

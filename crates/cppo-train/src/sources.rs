@@ -77,14 +77,14 @@ pub fn load_problems(name: &str, data: &DataSection, seed: u64) -> Result<Vec<Pr
         return load_builtin(d);
     }
     if let Some(hub_name) = name.strip_prefix(HUB_PREFIX) {
-        let spec = file_spec(name, "a Hub dataset", data)?;
+        let spec = file_spec(data);
         let dataset = DatasetRef::parse(hub_name)?;
         let files = Hub::from_env()?.dataset_files(&dataset)?;
         return Ok(cppo_data::load_split_files(&files, &spec, name, "")?);
     }
     let path = Path::new(name);
     if path.extension().is_some_and(|e| e == "jsonl" || e == "json" || e == "parquet") || path.exists() {
-        let spec = file_spec(name, "a file", data)?;
+        let spec = file_spec(data);
         return Ok(cppo_data::load_file(path, &spec)?);
     }
     bail!(
@@ -93,16 +93,17 @@ pub fn load_problems(name: &str, data: &DataSection, seed: u64) -> Result<Vec<Pr
     )
 }
 
-/// How to read a user's file or Hub dataset: the section's field names and task.
-fn file_spec(name: &str, what: &str, data: &DataSection) -> Result<JsonlSpec> {
-    let (Some(prompt), Some(answer), Some(task)) = (&data.prompt_field, &data.answer_field, data.task) else {
-        bail!("`{name}` is {what}: set data.prompt_field, data.answer_field and data.task to say how to read it");
-    };
-    let mut spec = JsonlSpec::new(prompt.clone(), answer.clone(), task);
+/// How to read a user's file or Hub dataset: the section's field names and task. With none given it is
+/// read as TRL's and verl's datasets are: the prompt in `prompt`, the gold (if any) in
+/// `reward_model.ground_truth`, the grader from `data_source`.
+fn file_spec(data: &DataSection) -> JsonlSpec {
+    let mut spec = JsonlSpec::prompt_only(data.prompt_field.clone().unwrap_or_else(|| "prompt".into()));
+    spec.answer_field = data.answer_field.clone();
+    spec.task = data.task;
     if let Some(id) = &data.id_field {
         spec = spec.with_id_field(id.clone());
     }
-    Ok(spec)
+    spec
 }
 
 /// A built-in set from the local data folder when it has the set's file (`CPPO_DATA_DIR`, or the

@@ -152,7 +152,8 @@ impl Trainer {
             time.generation += t.elapsed().as_secs_f64();
 
             let t = Instant::now();
-            score_groups(&mut batch, &self.rewards);
+            score_groups(&mut batch, &self.rewards, step).map_err(|e| e.context(format!("step {}: rewards", step + 1)))?;
+            time.reward += self.rewards.take_startup_seconds();
             // DAPO's filter judges the task rewards (DAPO's accuracy), before the length shaping below,
             // which would otherwise keep an all-correct group whose lengths differ.
             if dynamic {

@@ -27,14 +27,19 @@ use crate::tensorboard::{scalars_of, EventWriter};
 
 pub use crate::step::StepReport;
 
+/// The keys a resumed run may change: the length of the run, and how reward workers run (their time
+/// limit and Python), which change no result: a run stopped by a slow worker goes on with a longer limit.
+pub const RESUMABLE_CHANGES: [&str; 3] = ["train.steps", "reward.timeout_s", "reward.python"];
+
 /// A resumed run must keep the configuration it was trained with, except that `train.steps` may be
-/// raised (to train a finished run for longer). Any other difference is an error naming the keys.
+/// raised (to train a finished run for longer) and the [`RESUMABLE_CHANGES`]. Any other difference is
+/// an error naming the keys.
 fn check_resumable(saved: &str, cfg: &TrainConfig, dir: &Path) -> Result<()> {
     let saved: TrainConfig = TrainConfig::from_toml(saved, &[])
         .with_context(|| format!("--resume: cannot read the configuration saved in {}", dir.display()))?;
     let diffs = crate::config::config_differences(&saved, cfg)?;
     let others: Vec<String> =
-        diffs.iter().filter(|(k, _, _)| k != "train.steps").map(|(k, a, b)| format!("{k} ({a} -> {b})")).collect();
+        diffs.iter().filter(|(k, _, _)| !RESUMABLE_CHANGES.contains(&k.as_str())).map(|(k, a, b)| format!("{k} ({a} -> {b})")).collect();
     if !others.is_empty() {
         bail!(
             "--resume: the configuration differs from the one {} was trained with at {}; resume with the same config (only train.steps may be raised)",
@@ -191,7 +196,12 @@ impl Trainer {
         for p in train.iter().chain(&eval_problems) {
             prompter.ids(&loaded.tokenizer, p)?;
         }
-        let rewards = RewardSet::from_config(&cfg.reward)?;
+        if let Some(reader) = cfg.reward.gold_reader() {
+            if let Some(p) = train.iter().chain(&eval_problems).find(|p| p.answer.trim().is_empty()) {
+                bail!("problem {}: no gold answer, which the built-in reward `{reader}` needs; set data.answer_field, or score with reward functions only", p.id);
+            }
+        }
+        let rewards = RewardSet::from_section(&cfg.reward)?;
         let vars = policy.vars();
         let mut optimizer = AdamW::new(&vars, cfg.optim.adamw());
         let grads = GradAccumulator::new(&vars);
@@ -314,9 +324,9 @@ impl Trainer {
             Some(device) => {
                 let (policy, tokenizer) = (&self.policy, &self.tokenizer);
                 let mut on_device = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(device.generate(policy, tokenizer, req, params, opts, &mut |_| {})?.0);
-                evaluate_with(&mut on_device, &self.tokenizer, &self.prompter, &self.eval_problems, &settings, self.step)?
+                evaluate_with(&mut on_device, &self.tokenizer, &self.prompter, &self.rewards, &self.eval_problems, &settings, self.step)?
             }
-            None => evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.eval_problems, &settings, self.step)?,
+            None => evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.rewards, &self.eval_problems, &settings, self.step)?,
         };
         self.evals.append(&summary)?;
         if let Some(tb) = &mut self.tensorboard {

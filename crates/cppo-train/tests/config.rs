@@ -22,7 +22,7 @@ fn minimal_config_gets_the_documented_defaults() {
     assert_eq!(c.rollout.num_generations, 16);
     assert_eq!(c.loss.beta, 0.04);
     assert_eq!(c.rollout.selection.strategy, Strategy::All);
-    assert_eq!(c.reward.get("accuracy"), Some(&1.0));
+    assert_eq!(c.reward.weights.get("accuracy"), Some(&1.0));
 }
 
 #[test]

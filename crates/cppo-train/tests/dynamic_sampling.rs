@@ -50,7 +50,8 @@ fn trainer(name: &str, rounds: usize, reward: Box<dyn Reward>, extra: &[&str]) -
     ov.extend_from_slice(extra);
     let cfg = common::tiny_config(name, &ov);
     let mut t = Trainer::new(cfg, false).unwrap();
-    t.rewards = RewardSet { parts: vec![("test".into(), 1.0, reward)] };
+    t.rewards = RewardSet::from_config(&Default::default()).unwrap();
+    t.rewards.parts = vec![("test".into(), 1.0, reward)];
     t
 }
 
@@ -172,7 +173,7 @@ fn resumed_run_with_refills_matches_the_uninterrupted_one() {
                 t.save_checkpoint().unwrap();
                 drop(t);
                 t = Trainer::new(cfg.clone(), true).unwrap();
-                t.rewards = RewardSet { parts: vec![("test".into(), 1.0, Box::new(HalfUniform))] };
+                t.rewards.parts = vec![("test".into(), 1.0, Box::new(HalfUniform))];
             }
         }
         let metrics: Vec<StepMetrics> = JsonlLog::read(&cfg.output_dir.join("metrics.jsonl")).unwrap();

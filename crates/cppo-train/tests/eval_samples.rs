@@ -46,7 +46,7 @@ fn one_or_two_model() -> PathBuf {
 }
 
 fn problem(id: &str, answer: &str) -> Problem {
-    Problem { id: id.into(), prompt: format!("Say {answer}."), answer: answer.into(), task: Task::Gsm8k, record: serde_json::Value::Null }
+    Problem { id: id.into(), prompt: format!("Say {answer}."), answer: answer.into(), task: Task::Gsm8k, record: serde_json::Value::Null, messages: None, prompt_field: None }
 }
 
 /// pass@k = 1 - C(n - c, k) / C(n, k), computed as a product.

@@ -181,6 +181,17 @@ enum BenchCommand {
         #[arg(long, default_value_t = 256)]
         prompt_len: usize,
     },
+    /// The overhead of a user's Python reward function: worker start-up and one batch's round trip
+    /// with a trivial function, beside the built-in grader on the same batch.
+    Rewards {
+        #[arg(long, default_value_t = 128)]
+        completions: usize,
+        /// Tokens per completion (their ids travel in each request).
+        #[arg(long, default_value_t = 400)]
+        tokens: usize,
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
+    },
 }
 
 #[derive(Args)]
@@ -306,6 +317,9 @@ fn main() -> anyhow::Result<()> {
             let report = commands::compare::compare(&args)?;
             println!("{}", commands::compare::table(&report));
             eprintln!("wrote {0}/compare.json, {0}/accuracy_vs_time.png and {0}/time_per_phase.png", out.display());
+        }
+        Command::Bench { what: BenchCommand::Rewards { completions, tokens, repeats } } => {
+            print!("{}", commands::bench_rewards::bench_rewards(completions, tokens, repeats.max(1))?.table());
         }
         Command::Bench { what: BenchCommand::Generate { model, batch, new_tokens, weights } } => {
             print!("{}", commands::bench::bench_generate(&model, &batch, new_tokens, &weights)?.table());

@@ -278,7 +278,7 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
         let (mut rollouts, _) = generate_groups(&policy, tok, &req, &params, GenerateOptions::new(64, 11, weights), |_| {})?;
         let generation = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        score_groups(&mut rollouts, &rewards);
+        score_groups(&mut rollouts, &rewards, 0)?;
         let reward = t.elapsed().as_secs_f64();
         let shared = t_all.elapsed().as_secs_f64();
         let mut out = Vec::new();

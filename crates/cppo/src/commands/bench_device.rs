@@ -149,7 +149,7 @@ pub fn bench_device_step<B: Backend<T = f32> + 'static>(b: B, cfg: &ModelConfig,
         .map(|(q, (completions, r))| {
             let rw = rewards(q, completions.len());
             Rollout {
-                problem: Problem { id: format!("random-{q}"), prompt: String::new(), answer: String::new(), task: Task::Gsm8k, record: serde_json::Value::Null },
+                problem: Problem { id: format!("random-{q}"), prompt: String::new(), answer: String::new(), task: Task::Gsm8k, record: serde_json::Value::Null, messages: None, prompt_field: None },
                 prompt: r.prompt.clone(),
                 texts: vec![String::new(); completions.len()],
                 completions,

@@ -138,7 +138,7 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
     let req = RolloutRequest { problems: &problems, prompts, group_size: 8 };
     let rollouts_compared = compare_rollouts(&lora, tok, &req, &params, repeats)?;
     let (mut rollouts, _) = generate_groups(&lora, tok, &req, &params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
-    score_groups(&mut rollouts, &rewards);
+    score_groups(&mut rollouts, &rewards, 0)?;
     let loss = LossSection { beta: 0.04, ..Default::default() };
     let sel = SelectionConfig { strategy: Strategy::All, ..Default::default() }
         .select(&rollouts.iter().map(|r| r.rewards.clone()).collect::<Vec<_>>(), 0)

@@ -64,7 +64,9 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary> {
     };
     let template = PromptTemplate::preset(&args.template).map_err(|e| anyhow::anyhow!("--template: {e}"))?;
     let prompter = Prompter { template, max_prompt_tokens: usize::MAX };
-    let (summary, records) = evaluate(&decoder, &loaded.tokenizer, &prompter, &problems, &args.settings, 0)?;
+    // `cppo eval` grades with the task's built-in grader, as the accuracy it reports.
+    let rewards = cppo_train::rollout::RewardSet::from_config(&[("accuracy".to_string(), 1.0)].into_iter().collect())?;
+    let (summary, records) = evaluate(&decoder, &loaded.tokenizer, &prompter, &rewards, &problems, &args.settings, 0)?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
         let mut text = String::new();

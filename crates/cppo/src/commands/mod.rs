@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod bench_device;
 pub mod bench_lora;
+pub mod bench_rewards;
 pub mod compare;
 pub mod eval;
 pub mod generate;
