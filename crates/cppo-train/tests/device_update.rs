@@ -94,7 +94,7 @@ fn evaluation_on_the_device_reads_the_trained_weights_there_and_grades_as_on_the
     assert_eq!(device_runs::host_weights(&t), before, "evaluation on the device needs no host copy");
     let records = std::fs::read_to_string(t.out.join("evals/step-000002.jsonl")).unwrap();
     t.sync_host_weights().unwrap();
-    let host = cppo_train::eval::evaluate(&t.policy, &t.tokenizer, &t.prompter, &t.eval_problems, &t.eval_settings(), t.step).unwrap();
+    let host = cppo_train::eval::evaluate(&t.policy, &t.tokenizer, &t.prompter, &t.rewards, &t.eval_problems, &t.eval_settings(), t.step).unwrap();
     let strip = |s: &cppo_train::eval::EvalSummary| cppo_train::eval::EvalSummary { seconds: 0.0, ..s.clone() };
     assert_eq!(strip(&on_device), strip(&host.0));
     let host_records: String = host.1.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();

@@ -122,7 +122,7 @@ fn gdpo_normalises_each_reward_part_before_the_sum() {
     let mut t = Trainer::new(cfg.clone(), false).unwrap();
     let report = t.train_step(|_| {}).unwrap();
     assert!(report.metrics.loss.is_finite());
-    let rs = cppo_train::rollout::RewardSet::from_config(&cfg.reward).unwrap();
+    let rs = cppo_train::rollout::RewardSet::from_section(&cfg.reward).unwrap();
     let (rewards, est) = cppo_train::objectives::advantage_inputs(&cfg, &rs, &report.rollouts);
     let weights: Vec<f64> = rs.parts.iter().map(|p| p.1).collect();
     for (g, r) in report.rollouts.iter().enumerate() {
