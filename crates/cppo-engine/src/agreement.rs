@@ -12,6 +12,8 @@ use std::fmt;
 
 use anyhow::Result;
 use cppo_kernels::backend::Backend as Kernels;
+use cppo_kernels::reference::Reference;
+use cppo_kernels::skinny::dot_bf16_available;
 use cppo_kernels::Precision;
 use cppo_model::Decoder;
 
@@ -116,17 +118,24 @@ pub fn compare_greedy(device: &[Vec<Completion>], cpu: &[Vec<Completion>], tie: 
 }
 
 /// Runs the engine on `b` (weights uploaded now, products at `precision`) and on the CPU decoder at
-/// the same precision, and compares them.
+/// the same precision (at bf16 on a CPU without bf16 dot products, on the reference backend rounding
+/// as a device rounds), and compares them.
 pub fn engines_agree<B: Kernels<T = f32>>(dec: &Decoder, b: &B, precision: Precision, requests: &[Request], params: &SamplingParams, options: &EngineOptions) -> Result<Agreement> {
     let text = |_: &[u32]| String::new();
     let device = DeviceDecoderBackend::new(dec, b, precision)?;
     let (on_device, _) = generate(&device, requests, params, options, &text, |_| {})?;
-    let cpu = match precision {
-        Precision::F32 => DecoderBackend::f32(dec),
-        // The device reads bf16 copies: so does the CPU (`Auto` would choose per CPU).
-        _ => DecoderBackend::new(dec, Precision::Bf16)?,
+    let on_cpu = match precision {
+        Precision::F32 => generate(&DecoderBackend::f32(dec), requests, params, options, &text, |_| {})?.0,
+        // The device reads bf16 copies and rounds the inputs they meet: so does the CPU's bf16 snapshot
+        // where it has bf16 dot products (`Auto` would choose per CPU).
+        _ if dot_bf16_available() => generate(&DecoderBackend::new(dec, Precision::Bf16)?, requests, params, options, &text, |_| {})?.0,
+        // Elsewhere the snapshot multiplies unrounded inputs, a difference of bf16 rounding at every
+        // layer: the engine over the reference backend rounding them as the device does instead.
+        _ => {
+            let reference = Reference::<f32>::rounding_bf16();
+            generate(&DeviceDecoderBackend::new(dec, &reference, Precision::Bf16)?, requests, params, options, &text, |_| {})?.0
+        }
     };
-    let (on_cpu, _) = generate(&cpu, requests, params, options, &text, |_| {})?;
     if !params.is_greedy() {
         return Ok(compare(&on_device, &on_cpu));
     }
