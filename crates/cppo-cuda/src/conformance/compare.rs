@@ -126,7 +126,7 @@ pub fn compare_allowing(name: &str, got: &[f32], want: &[f32], rel: f64, allowed
 impl Report {
     /// The report's first line.
     pub fn header(&self) -> String {
-        format!("{} against the CPU backend (seed {}):", self.backend, self.seed)
+        format!("{} against the CPU backend, bf16 products against the reference rounding their operands (seed {}):", self.backend, self.seed)
     }
 
     /// The last line: `N passed, N failed`.

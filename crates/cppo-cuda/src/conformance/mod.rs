@@ -1,7 +1,8 @@
 //! Every operation of a `Backend` against the CPU backend (`cppo_kernels::cpu::Cpu<f32>`) on fresh
 //! random inputs and odd shapes, outputs poisoned with NaN first where the operation overwrites
 //! them, within bounds suited to the precision (exact for copies, about f32 rounding for f32
-//! arithmetic, 1e-2 relative where products round their operands to bf16), then three policy updates
+//! arithmetic, 1e-2 relative where products round their operands to bf16: those against
+//! `Reference::rounding_bf16`, which rounds them on every CPU as the device does), then three policy updates
 //! of a small random decoder (two GRPO steps, one CPPO step) on both, and the generation engine on
 //! both (`engine.rs`). The emulated tests run it on the CUDA backend over the CPU emulation;
 //! `cppo selftest --device cuda` runs it on a GPU.
