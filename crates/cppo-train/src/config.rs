@@ -495,6 +495,16 @@ impl TrainConfig {
         Ok(config)
     }
 
+    /// This configuration with `key=value` overrides applied (as `--set` would apply them to its file),
+    /// checked again.
+    pub fn with_overrides(&self, overrides: &[String]) -> Result<Self> {
+        if overrides.is_empty() {
+            return Ok(self.clone());
+        }
+        let text = toml::to_string(self).context("cannot write the configuration as TOML")?;
+        Self::from_toml(&text, overrides)
+    }
+
     /// The checks serde cannot express; each error names its key.
     pub fn validate(&self) -> Result<()> {
         crate::sources::check_device(&self.model.device)?;

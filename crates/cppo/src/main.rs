@@ -72,7 +72,8 @@ enum Command {
     /// time per phase, held-out accuracy and the speedups against GRPO (table, compare.json, PNG plots).
     Compare {
         config: PathBuf,
-        /// Comma-separated arms, e.g. grpo,cppo:0.75,cppo:0.875,pods:64/16.
+        /// Comma-separated arms, e.g. grpo,cppo:0.75,cppo:0.875,pods:64/16; `@key=value` after an arm
+        /// overrides a config key for that arm alone (cppo:0.75@loss.rollout_correction=none).
         #[arg(long)]
         arms: String,
         #[arg(long, default_value_t = 1)]

@@ -5,7 +5,7 @@
 #[path = "../../cppo-train/tests/common/mod.rs"]
 mod common;
 
-use cppo::commands::compare::{compare, parse_arms, table, ArmKind, Budget, CompareArgs};
+use cppo::commands::compare::{arm_config, compare, parse_arms, table, ArmKind, Budget, CompareArgs};
 
 #[test]
 fn arms_parse_and_bad_ones_are_named() {
@@ -14,6 +14,28 @@ fn arms_parse_and_bad_ones_are_named() {
     assert_eq!(arms[2].kind, ArmKind::Pods { n: 64, m: 16 });
     for bad in ["", "ppo", "cppo:x", "cppo:1.5", "pods:16", "pods:4/8", "grpo,grpo"] {
         assert!(parse_arms(bad).is_err(), "{bad} should be refused");
+    }
+}
+
+#[test]
+fn an_arm_carries_its_own_overrides_after_its_selection() {
+    let base = common::tiny_config("compare-overrides", &["loss.beta=0.0"]);
+    let arms = parse_arms("cppo:0.75,cppo:0.75@loss.rollout_correction=none@loss.beta=0.02,grpo@rollout.allocation=true").unwrap();
+    assert_eq!(arms.len(), 2 + 1);
+    assert_eq!(arms[1].kind, ArmKind::Cppo { pruning_rate: 0.75 });
+    assert_eq!(arms[1].overrides, ["loss.rollout_correction=none", "loss.beta=0.02"]);
+    let plain = arm_config(&base, &arms[0]).unwrap();
+    let other = arm_config(&base, &arms[1]).unwrap();
+    assert_eq!(plain.loss.beta, 0.0);
+    assert_eq!(other.loss.beta, 0.02);
+    assert_ne!(plain.loss.rollout_correction, other.loss.rollout_correction);
+    // Everything the override does not name is the arm's own setting.
+    assert_eq!(plain.rollout, other.rollout);
+    // The override comes after the arm's kind, so it can even undo what the kind set.
+    assert!(arm_config(&base, &arms[2]).unwrap().rollout.allocation);
+    for bad in ["grpo@", "grpo@loss.beta", "cppo:0.5@loss.nonsense=1", "grpo@loss.beta=\"x\""] {
+        let refused = parse_arms(bad).and_then(|arms| arm_config(&base, &arms[0]));
+        assert!(refused.is_err(), "{bad} should be refused");
     }
 }
 

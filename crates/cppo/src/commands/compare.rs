@@ -32,14 +32,25 @@ pub enum ArmKind {
 pub struct Arm {
     pub label: String,
     pub kind: ArmKind,
+    /// `key=value` config overrides of this arm alone (`cppo:0.75@loss.rollout_correction=none`), applied
+    /// after the arm's selection settings.
+    #[serde(default)]
+    pub overrides: Vec<String>,
 }
 
-/// Parses `grpo,cppo:0.75,cppo:0.875,pods:64/16`.
+/// Parses `grpo,cppo:0.75,cppo:0.875,pods:64/16`; an arm may carry its own config overrides after `@`
+/// (`grpo@loss.beta=0@generation.temperature=0.7`), so two arms can differ in any key.
 pub fn parse_arms(spec: &str) -> Result<Vec<Arm>> {
     let mut arms = Vec::new();
     for raw in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let kind = match raw.split_once(':') {
-            None if raw == "grpo" => ArmKind::Grpo,
+        let mut parts = raw.split('@').map(str::trim);
+        let base = parts.next().unwrap_or_default();
+        let overrides: Vec<String> = parts.map(str::to_string).collect();
+        if let Some(bad) = overrides.iter().find(|o| !o.contains('=')) {
+            bail!("--arms {raw}: `@{bad}` is not a key=value override");
+        }
+        let kind = match base.split_once(':') {
+            None if base == "grpo" => ArmKind::Grpo,
             Some(("cppo", p)) => {
                 let pruning_rate: f64 = p.parse().with_context(|| format!("--arms {raw}: `{p}` is not a pruning rate"))?;
                 if !(0.0..1.0).contains(&pruning_rate) {
@@ -61,7 +72,7 @@ pub fn parse_arms(spec: &str) -> Result<Vec<Arm>> {
         if arms.iter().any(|a: &Arm| a.label == raw) {
             bail!("--arms: `{raw}` is given twice");
         }
-        arms.push(Arm { label: raw.to_string(), kind });
+        arms.push(Arm { label: raw.to_string(), kind, overrides });
     }
     if arms.is_empty() {
         bail!("--arms names no arm");
@@ -108,7 +119,7 @@ pub fn arm_config(base: &TrainConfig, arm: &Arm) -> Result<TrainConfig> {
         }
     }
     c.validate().with_context(|| format!("arm {}", arm.label))?;
-    Ok(c)
+    c.with_overrides(&arm.overrides).with_context(|| format!("arm {}", arm.label))
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -178,7 +189,7 @@ pub struct ArmReport {
 
 impl Default for Arm {
     fn default() -> Self {
-        Arm { label: String::new(), kind: ArmKind::Grpo }
+        Arm { label: String::new(), kind: ArmKind::Grpo, overrides: Vec::new() }
     }
 }
 
