@@ -33,6 +33,11 @@ pub enum ScaleRewards {
     Batch,
     /// No division: Dr.GRPO's centring (TRL's `"none"`).
     None,
+    /// MaxRL (Tajwar et al. 2026, arXiv 2602.02710): the group-centred reward over the group mean,
+    /// A_i = (r_i - mean) / (mean + eps). For success rewards in [0, 1] the gradient is then that of the
+    /// log of the success probability (maximum likelihood) rather than of the probability. A group whose
+    /// mean is negative would flip every sign, so it is an error.
+    Mean,
 }
 
 /// How a completion's advantage is computed from the rewards. Deserialises from a table whose `kind` is
@@ -42,7 +47,7 @@ pub enum ScaleRewards {
 pub enum Estimator {
     /// GRPO: A_i = (r_i - mean) / (std + eps), mean and std over the group; with
     /// `scale_rewards = "batch"` the std is that of every raw reward of the batch, with `"none"` there
-    /// is no division.
+    /// is no division, with `"mean"` (MaxRL) the divisor is the group mean + eps.
     Grpo {
         #[serde(default)]
         std: StdKind,
@@ -154,6 +159,22 @@ impl Estimator {
             Estimator::Grpo { scale_rewards: ScaleRewards::None, .. } | Estimator::DrGrpo => {
                 groups.iter().map(|g| centred(g, mean(g))).collect()
             }
+            Estimator::Grpo { eps, scale_rewards: ScaleRewards::Mean, .. } => groups
+                .iter()
+                .enumerate()
+                .map(|(group, g)| {
+                    let m = mean(g);
+                    if m < 0.0 {
+                        return Err(Error::NegativeMeanReward { group, mean: m });
+                    }
+                    // A mean of exactly 0 is a group of zeros for success rewards; with mixed signs it
+                    // has no maximum-likelihood reading, so it carries no signal either way.
+                    if m == 0.0 {
+                        return Ok(vec![0.0; g.len()]);
+                    }
+                    Ok(centred(g, m).into_iter().map(|c| c / (m + eps)).collect())
+                })
+                .collect::<Result<_, _>>()?,
             Estimator::Rloo => {
                 if let Some((group, g)) = groups.iter().enumerate().find(|(_, g)| g.len() < 2) {
                     return Err(Error::GroupTooSmall {
@@ -326,6 +347,38 @@ mod tests {
             (a[0][0] - want).abs() < 1e-12 && (a[0][1] + want).abs() < 1e-12,
             "{a:?}"
         );
+    }
+
+    /// MaxRL on success rewards: with k of n right, a success gets (1 - k/n) / (k/n + eps) and a failure
+    /// -(k/n) / (k/n + eps); the advantages of a group sum to 0, and the rarer the success the larger its
+    /// weight (1/p - 1 with eps = 0), unlike the std scaling, which is symmetric in p and 1 - p.
+    #[test]
+    fn maxrl_divides_by_the_group_mean() {
+        let est = |eps| Estimator::Grpo { std: StdKind::Bessel, eps, scale_rewards: ScaleRewards::Mean };
+        for n in 2..9usize {
+            for k in 0..=n {
+                let g: Vec<f64> = (0..n).map(|i| if i < k { 1.0 } else { 0.0 }).collect();
+                for eps in [0.0, 1e-4] {
+                    let a = est(eps).advantages(std::slice::from_ref(&g)).unwrap();
+                    let p = k as f64 / n as f64;
+                    for (i, &ai) in a[0].iter().enumerate() {
+                        let want = if k == 0 || k == n { 0.0 } else if i < k { (1.0 - p) / (p + eps) } else { -p / (p + eps) };
+                        assert!((ai - want).abs() < 1e-12, "n {n} k {k} eps {eps}: {ai} vs {want}");
+                    }
+                    assert!(a[0].iter().sum::<f64>().abs() < 1e-9);
+                }
+            }
+        }
+        // Scaling every reward leaves MaxRL's advantages unchanged (up to eps).
+        let a = est(0.0).advantages(&[vec![0.2, 0.5, 0.9]]).unwrap();
+        let b = est(0.0).advantages(&[vec![2.0, 5.0, 9.0]]).unwrap();
+        for (x, y) in a[0].iter().zip(&b[0]) {
+            assert!((x - y).abs() < 1e-12);
+        }
+        assert_eq!(est(0.0).advantages(&[vec![-1.0, 1.0]]).unwrap(), vec![vec![0.0, 0.0]]);
+        let e = est(1e-4).advantages(&[vec![1.0, 0.0], vec![-1.0, 0.5]]).unwrap_err();
+        assert_eq!(e, Error::NegativeMeanReward { group: 1, mean: -0.25 });
+        assert!(e.to_string().contains("scale_rewards = \"mean\""), "{e}");
     }
 
     #[test]

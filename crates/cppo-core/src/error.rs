@@ -18,6 +18,12 @@ pub enum Error {
         value: f64,
     },
 
+    #[error(
+        "group {group} has mean reward {mean}: scale_rewards = \"mean\" (MaxRL) divides by the group mean, \
+         so rewards must not average below 0 (it is meant for success rewards in [0, 1])"
+    )]
+    NegativeMeanReward { group: usize, mean: f64 },
+
     #[error("`eps` must be finite and >= 0, got {0}")]
     BadEps(f64),
 

@@ -132,6 +132,30 @@ proptest! {
     }
 
     /// `scale_rewards = "none"` is Dr.GRPO, and `"group"` the default GRPO.
+    /// MaxRL (`scale_rewards = "mean"`) on non-negative rewards: (r - mean) / (mean + eps) per group,
+    /// finite, exact zeros for a uniform group, and the same sign as Dr.GRPO's centring.
+    #[test]
+    fn maxrl_matches_the_formula(
+        groups in prop::collection::vec(prop::collection::vec(prop_oneof![0.0f64..10.0, Just(0.0), Just(1.0)], 1..10), 1..5),
+        eps in 0.0f64..0.1,
+    ) {
+        let a = Estimator::Grpo { std: StdKind::Bessel, eps, scale_rewards: ScaleRewards::Mean }.advantages(&groups).unwrap();
+        let centred = Estimator::DrGrpo.advantages(&groups).unwrap();
+        for (gi, g) in groups.iter().enumerate() {
+            let m = mean(g);
+            for (i, &r) in g.iter().enumerate() {
+                let x = a[gi][i];
+                prop_assert!(x.is_finite());
+                if g.iter().all(|&v| v == g[0]) {
+                    prop_assert_eq!(x, 0.0);
+                } else {
+                    prop_assert!(close(x, (r - m) / (m + eps)), "{} vs {}", x, (r - m) / (m + eps));
+                    prop_assert!(x.signum() == centred[gi][i].signum() || centred[gi][i] == 0.0);
+                }
+            }
+        }
+    }
+
     #[test]
     fn scale_rewards_none_is_dr_grpo_and_group_is_grpo(groups in equal_batch(), eps in 0.0f64..0.1) {
         let none = Estimator::Grpo { std: StdKind::Bessel, eps, scale_rewards: ScaleRewards::None }.advantages(&groups).unwrap();

@@ -72,9 +72,12 @@ fn definition(x: &[f64], b: &Batch, cfg: &PolicyLoss) -> f64 {
             None => 1.0,
         };
         for (t, i) in row.clone().enumerate() {
+            // GSPO-token: sg(sequence log weight) + x - sg(x).
+            let seq_lw_detached = row.clone().map(|k| (detached[k] - old[k]) * m(k)).sum::<f64>() / tokens.max(1.0);
             let lw = match cfg.importance_sampling_level {
                 ImportanceSamplingLevel::Token => x[i] - old[i],
                 ImportanceSamplingLevel::Sequence => seq_lw,
+                ImportanceSamplingLevel::SequenceToken => seq_lw_detached + x[i] - detached[i],
             };
             let coef = lw.exp();
             let policy = match cfg.objective {
@@ -91,7 +94,7 @@ fn definition(x: &[f64], b: &Batch, cfg: &PolicyLoss) -> f64 {
                     // The clamped ratio is detached: its value from the detached log-probs.
                     let detached_lw = match cfg.importance_sampling_level {
                         ImportanceSamplingLevel::Token => detached[i] - old[i],
-                        ImportanceSamplingLevel::Sequence => row.clone().map(|k| (detached[k] - old[k]) * m(k)).sum::<f64>() / tokens.max(1.0),
+                        ImportanceSamplingLevel::Sequence | ImportanceSamplingLevel::SequenceToken => seq_lw_detached,
                     };
                     -detached_lw.exp().min(cfg.epsilon_high) * a * x[i]
                 }
@@ -181,7 +184,7 @@ fn configs() -> impl Strategy<Value = PolicyLoss> {
         1 => (0.5f64..3.0, 0.5f64..3.0).prop_map(|(p, n)| Objective::Sapo { temperature_pos: p, temperature_neg: n }),
     ];
     (
-        (objective, prop_oneof![Just(ImportanceSamplingLevel::Token), Just(ImportanceSamplingLevel::Sequence)]),
+        (objective, prop_oneof![Just(ImportanceSamplingLevel::Token), Just(ImportanceSamplingLevel::Sequence), Just(ImportanceSamplingLevel::SequenceToken)]),
         (0.05f64..0.4, 0.05f64..0.4, prop::option::of(1.3f64..3.0), prop::option::of(1.5f64..4.0)),
         (prop_oneof![Just(0.0), 0.01f64..0.5], prop::option::of(0.05f64..2.0), any::<bool>()),
         (prop::option::of(-0.2f64..0.3), prop_oneof![Just(1.0), 0.0f64..1.0]),
@@ -290,6 +293,27 @@ fn gspo_by_hand() {
     for gi in g {
         assert!((gi as f64 - (-s * 0.5)).abs() < 1e-5, "{gi}");
     }
+}
+
+/// GSPO-token by hand: the same sequence with the entropy mask keeping its first token only. The value
+/// is GSPO's (each token weighs exp(0.2)), but where GSPO spreads the kept token's gradient over both
+/// tokens (-exp(0.2) w / 2 each), GSPO-token gives it to the kept token alone.
+#[test]
+fn gspo_token_gives_each_token_its_own_gradient() {
+    let (lp, old, mask, entropy) = ([-1.0f32, -2.0], [-1.1f32, -2.3], [1.0f32, 1.0], [2.0f32, 0.5]);
+    let r = Rows { width: 2, logprobs: &lp, old: Some(&old), reference: None, mask: &mask, advantages: &[1.0], weights: &[0.5], rollout: None, entropy: Some(&entropy) };
+    let s = 0.2f64.exp();
+    let at = |level| {
+        let cfg = PolicyLoss { epsilon_high: 0.28, importance_sampling_level: level, top_entropy_quantile: 0.5, ..PolicyLoss::default() };
+        policy_loss(&r, &cfg).unwrap()
+    };
+    let (g_seq, st_seq) = at(ImportanceSamplingLevel::Sequence);
+    let (g_tok, st_tok) = at(ImportanceSamplingLevel::SequenceToken);
+    assert!((st_seq.loss - (-s * 0.5)).abs() < 1e-5 && (st_tok.loss - st_seq.loss).abs() < 1e-7, "{} {}", st_seq.loss, st_tok.loss);
+    for gi in &g_seq {
+        assert!((*gi as f64 - (-s * 0.25)).abs() < 1e-5, "{g_seq:?}");
+    }
+    assert!((g_tok[0] as f64 - (-s * 0.5)).abs() < 1e-5 && g_tok[1] == 0.0, "{g_tok:?}");
 }
 
 /// CISPO by hand: ratio exp(0.5) = 1.65 above the cap 1.2 still passes a gradient, -1.2 A w.

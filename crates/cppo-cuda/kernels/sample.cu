@@ -4,8 +4,9 @@
 // - greedy: the first index of the largest logit, log-prob under softmax(logits) in f64;
 // - else p = exp((logit - max) / T) (f32, unnormalised); top-k keeps the k largest, ties broken by the
 //   lower index; top-p keeps the shortest prefix of that order whose mass reaches top_p of the kept
-//   mass; the token is the first index whose running kept mass (index order) exceeds u * total, and
-//   its log-prob is ln(p / total).
+//   mass; min_p > 0 then keeps, of those, the p >= min_p (the largest p is exactly 1); the token is
+//   the first index whose running kept mass (index order) exceeds u * total, and its log-prob is
+//   ln(p / total).
 // The kept set is always a prefix of the order (p descending, index ascending), so it is found as
 // "every p above a threshold T, plus the first m indices whose p equals T" by radix selection over
 // the bits of p (non-negative floats order as their bits), 8 bits a pass. Masses are f64, as on the
@@ -125,8 +126,18 @@ template <typename T> __device__ T block_scan(T v, T* total) {
     return before + v;
 }
 
+// transformers' RepetitionPenaltyLogitsProcessor on the flat indices `at` (row * vocab + token, each
+// at most once): a logit below 0 is multiplied by the penalty, any other divided by it.
+extern "C" __global__ void repetition_penalty(float* logits, const int* at, int n, float penalty) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float z = logits[at[i]];
+        logits[at[i]] = z < 0.0f ? z * penalty : z / penalty;
+    }
+}
+
 extern "C" __global__ void sample_rows(const float* logits, float* probs, const double* u, int* token, float* logprob,
-                                       int rows, int vocab, float inv_t, double top_p, int top_k, int greedy) {
+                                       int rows, int vocab, float inv_t, double top_p, int top_k, int greedy,
+                                       double min_p) {
     __shared__ float s_best_v[32];
     __shared__ int s_best_i[32];
     __shared__ int s_chosen, s_last;
@@ -192,12 +203,15 @@ extern "C" __global__ void sample_rows(const float* logits, float* probs, const 
             Select nucleus = radix_select(p, vocab, 1, top_p * kept, keep, &found);
             if (found) keep = nucleus;
         }
+        // min_p cuts the kept prefix further at p >= min_p (a floor of 0 keeps everything).
+        const double floor_p = min_p;
+        const int ties_pass = (double)__uint_as_float(keep.key) >= floor_p;
         // Kept mass, then the first kept index whose running mass (index order) exceeds u * total.
         double total = 0.0;
         for (int c = threadIdx.x; c < vocab; c += blockDim.x)
-            if (keep.ties < 0 || key_of(p[c]) > keep.key) total += (double)p[c];
+            if ((keep.ties < 0 || key_of(p[c]) > keep.key) && (double)p[c] >= floor_p) total += (double)p[c];
         total = block_sum(total);
-        if (keep.ties > 0) total += (double)keep.ties * (double)__uint_as_float(keep.key);
+        if (keep.ties > 0 && ties_pass) total += (double)keep.ties * (double)__uint_as_float(keep.key);
         double target = u[r] * total;
         if (threadIdx.x == 0) {
             s_chosen = 0x7fffffff;
@@ -213,7 +227,8 @@ extern "C" __global__ void sample_rows(const float* logits, float* probs, const 
             int is_tie = c < vocab && keep.ties >= 0 && k == keep.key;
             int ties_here;
             int tie_rank = tie_run + block_scan(is_tie, &ties_here) - is_tie;
-            bool kept = c < vocab && (keep.ties < 0 || k > keep.key || (is_tie && tie_rank < keep.ties));
+            bool kept = c < vocab && (keep.ties < 0 || k > keep.key || (is_tie && tie_rank < keep.ties))
+                        && (double)pc >= floor_p;
             double w = kept ? (double)pc : 0.0;
             double chunk;
             double incl = run + block_scan(w, &chunk);

@@ -67,7 +67,7 @@ pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shapes: &[GenShape], seed:
         (0..shape.batch).map(|_| Request { prompt: (0..shape.prompt_len.max(1)).map(|_| g.range(0, vocab) as u32).collect(), n: 1 }).collect()
     };
     let text = |_: &[u32]| String::new();
-    let params = |n: usize| SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, max_new_tokens: n, stop: vec![] };
+    let params = |n: usize| SamplingParams { temperature: 1.0, max_new_tokens: n, ..Default::default() };
     if let Some(first) = shapes.first() {
         let options = EngineOptions { max_batch: first.batch.max(1), eos: vec![], seed };
         generate(&device, &requests(first), &params(4), &options, &text, |_| {})?;

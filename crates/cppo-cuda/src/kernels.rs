@@ -99,7 +99,8 @@ sources! {
         decode_attention_f32_f32_f32: "pppppiiiiiif",
     }
     "sample.cu" => {
-        sample_rows: "pppppiifdii",
+        sample_rows: "pppppiifdiid",
+        repetition_penalty: "ppif",
     }
 }
 

@@ -28,7 +28,8 @@ pub trait Backend {
     /// that order (`rows.len()` rows). Rows not given cost nothing.
     fn decode(&self, cache: &mut Self::Cache, rows: &[usize], tokens: &[u32]) -> Result<Self::Logits>;
 
-    /// One token and its log-prob for each `(logits, row)` of `at`, drawing with `draws[i]`
-    /// (`cppo_kernels::sample::sample_row`'s semantics). Host backends call `sampling::sample_on_host`.
-    fn sample(&self, at: &[(&Self::Logits, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>>;
+    /// One token and its log-prob for each `(logits, row)` of `at`, drawing with `draws[i]` after the
+    /// repetition penalty on that row's earlier tokens `seen[i]` (`cppo_kernels::sample::sample_rows`'
+    /// semantics; `seen` is empty without a penalty). Host backends call `sampling::sample_on_host`.
+    fn sample(&self, at: &[(&Self::Logits, usize)], draws: &[f64], params: &SamplingParams, seen: &[&[u32]]) -> Result<Vec<(u32, f32)>>;
 }

@@ -55,7 +55,7 @@ impl Backend for DecoderBackend<'_> {
         Ok(self.decoder.decode_step_logits_with(tokens, rows, cache, self.half.as_ref())?)
     }
 
-    fn sample(&self, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
-        sample_on_host(self.vocab_size(), at, draws, params)
+    fn sample(&self, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams, seen: &[&[u32]]) -> Result<Vec<(u32, f32)>> {
+        sample_on_host(self.vocab_size(), at, draws, params, seen)
     }
 }

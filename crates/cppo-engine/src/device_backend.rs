@@ -86,7 +86,7 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
         Ok(self.decoder.decode_on(self.b, &self.weights, self.half.as_ref(), tokens, rows, cache)?)
     }
 
-    fn sample(&self, at: &[(&B::Buf, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
+    fn sample(&self, at: &[(&B::Buf, usize)], draws: &[f64], params: &SamplingParams, seen: &[&[u32]]) -> Result<Vec<(u32, f32)>> {
         let vocab = self.vocab_size();
         let b = self.b;
         for (logits, row) in at {
@@ -116,6 +116,6 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
             gathered = g;
             b.view(&gathered)
         };
-        Ok(b.sample_rows(logits, vocab, draws, &params.sampler()))
+        Ok(b.sample_rows(logits, vocab, draws, &params.sampler(), seen))
     }
 }

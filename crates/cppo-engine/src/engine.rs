@@ -74,6 +74,8 @@ struct Running {
     tokens: Vec<u32>,
     logprobs: Vec<f32>,
     rng: ChaCha8Rng,
+    /// The prompt and the tokens so far, kept only for a repetition penalty.
+    seen: Vec<u32>,
 }
 
 /// A seed for sample `j` of request `i` that does not depend on how the work was batched.
@@ -124,6 +126,7 @@ pub fn generate<B: Backend>(
     let mut free: Vec<usize> = (0..rows).rev().collect();
     let mut running: Vec<Running> = Vec::new();
     let tail = tail_tokens(&params.stop);
+    let penalises = params.sampler().penalises();
     // Where each running row's next-token logits are (aligned with `running`): the logits shared by the
     // samples of one prefill or by the rows of one decode step, and the row's index in them.
     let mut pending: Vec<(Rc<B::Logits>, usize)> = Vec::new();
@@ -151,6 +154,7 @@ pub fn generate<B: Backend>(
                     tokens: Vec::new(),
                     logprobs: Vec::new(),
                     rng: ChaCha8Rng::seed_from_u64(sample_seed(options.seed, req, first + j)),
+                    seen: if penalises { requests[req].prompt.clone() } else { Vec::new() },
                 });
                 pending.push((logits.clone(), 0));
             }
@@ -164,7 +168,9 @@ pub fn generate<B: Backend>(
         let t = Instant::now();
         let draws: Vec<f64> = running.iter_mut().map(|r| params.draw(&mut r.rng)).collect();
         let at: Vec<(&B::Logits, usize)> = pending.iter().map(|(l, row)| (&**l, *row)).collect();
-        let drawn = backend.sample(&at, &draws, params)?;
+        let seen: Vec<&[u32]> = if penalises { running.iter().map(|r| r.seen.as_slice()).collect() } else { Vec::new() };
+        let drawn = backend.sample(&at, &draws, params, &seen)?;
+        drop(seen);
         if drawn.len() != running.len() {
             bail!("backend sampled {} tokens for {} rows", drawn.len(), running.len());
         }
@@ -178,6 +184,9 @@ pub fn generate<B: Backend>(
         for (mut r, (token, logprob)) in running.drain(..).zip(drawn) {
             r.tokens.push(token);
             r.logprobs.push(logprob);
+            if penalises {
+                r.seen.push(token);
+            }
             stats.generated_tokens += 1;
             let finish = if options.eos.contains(&token) {
                 Some(Finish::Eos)

@@ -3,7 +3,7 @@
 //! the host reference of the device kernel.
 
 use anyhow::{bail, Result};
-pub use cppo_kernels::sample::{log_softmax_at, sample_row, SampleParams};
+pub use cppo_kernels::sample::{log_softmax_at, penalize, sample_row, SampleParams};
 use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -20,6 +20,9 @@ pub struct SamplingParams {
     /// Keep the tokens whose probability is at least `min_p` times the most likely one's (0 disables
     /// it; TRL's and transformers' `min_p`, applied after top-k and top-p).
     pub min_p: f64,
+    /// transformers' `repetition_penalty` (1 disables it): the logit of every token already in the row,
+    /// prompt included, is divided by it (multiplied when negative) before the temperature.
+    pub repetition_penalty: f64,
     pub max_new_tokens: usize,
     /// Stop when the decoded completion contains one of these; the completion is cut before it.
     pub stop: Vec<String>,
@@ -27,7 +30,7 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, max_new_tokens: 256, stop: vec![] }
+        SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, repetition_penalty: 1.0, max_new_tokens: 256, stop: vec![] }
     }
 }
 
@@ -50,6 +53,9 @@ impl SamplingParams {
         if !(0.0..=1.0).contains(&self.min_p) {
             return Err(format!("min_p = {} must be in [0, 1]", self.min_p));
         }
+        if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
+            return Err(format!("repetition_penalty = {} must be a finite number > 0 (1 disables it)", self.repetition_penalty));
+        }
         if self.max_new_tokens == 0 {
             return Err("max_new_tokens must be at least 1".into());
         }
@@ -61,7 +67,13 @@ impl SamplingParams {
 
     /// What the sampler (host or device) sees of these parameters.
     pub fn sampler(&self) -> SampleParams {
-        SampleParams { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k, min_p: self.min_p }
+        SampleParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            min_p: self.min_p,
+            repetition_penalty: self.repetition_penalty,
+        }
     }
 
     /// The uniform draw a sample's next token takes from its RNG: one `gen::<f64>()` per sampled token,
@@ -78,24 +90,42 @@ impl SamplingParams {
 
 /// Picks a token from `logits`. The log-prob returned is that of the token under the distribution actually
 /// sampled from: softmax(logits / T) restricted and renormalised to the top-k / top-p set; for greedy
-/// decoding, under softmax(logits).
+/// decoding, under softmax(logits). (No repetition penalty: it needs the row's earlier tokens.)
 pub fn sample(logits: &[f32], params: &SamplingParams, rng: &mut impl Rng) -> (u32, f32) {
     sample_row(logits, &params.sampler(), params.draw(rng))
 }
 
 /// A host backend's `Backend::sample`: row `at[i].1` of the host logits `at[i].0` (rows of `vocab`)
-/// with the draw `draws[i]`, rows in parallel.
-pub fn sample_on_host(vocab: usize, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
+/// with the draw `draws[i]`, after the repetition penalty on its earlier tokens `seen[i]` (ignored
+/// without a penalty), rows in parallel.
+pub fn sample_on_host(vocab: usize, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams, seen: &[&[u32]]) -> Result<Vec<(u32, f32)>> {
     if at.len() != draws.len() {
         bail!("{} rows to sample with {} draws", at.len(), draws.len());
+    }
+    let p = params.sampler();
+    if p.penalises() && seen.len() != at.len() {
+        bail!("a repetition penalty with the earlier tokens of {} rows for {}", seen.len(), at.len());
     }
     for (logits, row) in at {
         if logits.len() < (row + 1) * vocab || logits.len() % vocab.max(1) != 0 {
             bail!("backend returned {} logits, read as row {row} of rows of {vocab}", logits.len());
         }
     }
-    let p = params.sampler();
-    Ok(at.par_iter().zip(draws.par_iter()).map(|((logits, row), &u)| sample_row(&logits[row * vocab..(row + 1) * vocab], &p, u)).collect())
+    Ok(at
+        .par_iter()
+        .zip(draws.par_iter())
+        .enumerate()
+        .map(|(i, ((logits, row), &u))| {
+            let logits = &logits[row * vocab..(row + 1) * vocab];
+            if p.penalises() {
+                let mut penalised = logits.to_vec();
+                penalize(&mut penalised, seen[i], p.repetition_penalty);
+                sample_row(&penalised, &p, u)
+            } else {
+                sample_row(logits, &p, u)
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -111,6 +141,51 @@ mod tests {
         assert_eq!(t, 1);
         let z: f64 = logits.iter().map(|&l| (l as f64).exp()).sum();
         assert!((lp as f64 - (3.0f64.exp() / z).ln()).abs() < 1e-6);
+    }
+
+    /// transformers' rule, by hand: a seen logit >= 0 is divided by the penalty, a negative one
+    /// multiplied; a token seen twice is penalised once; unseen tokens and ids past the row are left.
+    #[test]
+    fn the_repetition_penalty_divides_positive_and_multiplies_negative_seen_logits() {
+        let mut row = vec![2.0f32, -2.0, 1.0, 0.0, -0.5];
+        penalize(&mut row, &[1, 0, 1, 3, 99], 2.0);
+        assert_eq!(row, vec![1.0, -4.0, 1.0, 0.0, -0.5]);
+        let mut row = vec![2.0f32, -2.0];
+        penalize(&mut row, &[0, 1], 0.5);
+        assert_eq!(row, vec![4.0, -1.0]);
+    }
+
+    /// With a penalty, each host row is sampled as `sample_row` samples that row penalised on its own
+    /// earlier tokens (the draw, top-k, top-p and min_p after it); shared logits are not changed.
+    #[test]
+    fn host_sampling_with_a_penalty_is_sampling_the_penalised_row() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let vocab = 40;
+        for round in 0..50 {
+            let logits: Vec<f32> = (0..2 * vocab).map(|_| rng.gen_range(-4.0f32..4.0)).collect();
+            let keep = logits.clone();
+            let params = SamplingParams {
+                temperature: if round % 5 == 0 { 0.0 } else { rng.gen_range(0.5..1.5) },
+                top_k: [0, 5][round % 2],
+                min_p: [0.0, 0.05][(round / 2) % 2],
+                repetition_penalty: rng.gen_range(0.5..3.0),
+                ..Default::default()
+            };
+            let seen: Vec<Vec<u32>> = (0..3).map(|_| (0..rng.gen_range(0..30)).map(|_| rng.gen_range(0..vocab as u32)).collect()).collect();
+            let at = [(&logits, 1), (&logits, 0), (&logits, 1)];
+            let draws: Vec<f64> = (0..3).map(|_| rng.gen()).collect();
+            let seen_refs: Vec<&[u32]> = seen.iter().map(Vec::as_slice).collect();
+            let got = sample_on_host(vocab, &at, &draws, &params, &seen_refs).unwrap();
+            for (i, (l, row)) in at.iter().enumerate() {
+                let mut penalised = l[row * vocab..(row + 1) * vocab].to_vec();
+                penalize(&mut penalised, &seen[i], params.repetition_penalty);
+                assert_eq!(got[i], sample_row(&penalised, &params.sampler(), draws[i]), "round {round} row {i}");
+            }
+            assert_eq!(logits, keep);
+        }
+        let one = vec![0f32; vocab];
+        let p = SamplingParams { repetition_penalty: 1.2, ..Default::default() };
+        assert!(sample_on_host(vocab, &[(&one, 0)], &[0.5], &p, &[]).is_err(), "a penalty needs the rows' tokens");
     }
 
     #[test]
@@ -170,6 +245,9 @@ mod tests {
             }
         }
         assert!(SamplingParams { min_p: 1.5, ..Default::default() }.validate().is_err());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(SamplingParams { repetition_penalty: bad, ..Default::default() }.validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

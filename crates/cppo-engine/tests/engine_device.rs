@@ -51,8 +51,11 @@ fn options() -> EngineOptions {
 fn sampled() -> Vec<SamplingParams> {
     vec![
         SamplingParams::greedy(9),
-        SamplingParams { temperature: 0.9, top_p: 0.85, top_k: 0, min_p: 0.0, max_new_tokens: 9, stop: vec![] },
-        SamplingParams { temperature: 1.3, top_p: 1.0, top_k: 5, min_p: 0.0, max_new_tokens: 7, stop: vec![] },
+        SamplingParams { temperature: 0.9, top_p: 0.85, top_k: 0, max_new_tokens: 9, ..Default::default() },
+        SamplingParams { temperature: 1.3, top_p: 1.0, top_k: 5, max_new_tokens: 7, ..Default::default() },
+        // min_p and the repetition penalty (the prompts repeat tokens, so the penalty bites).
+        SamplingParams { temperature: 1.1, min_p: 0.08, repetition_penalty: 1.4, max_new_tokens: 8, ..Default::default() },
+        SamplingParams { repetition_penalty: 0.7, ..SamplingParams::greedy(8) },
     ]
 }
 

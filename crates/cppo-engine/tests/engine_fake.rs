@@ -69,8 +69,8 @@ impl Backend for Fake {
         Ok(out)
     }
 
-    fn sample(&self, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams) -> Result<Vec<(u32, f32)>> {
-        sample_on_host(self.vocab_size(), at, draws, params)
+    fn sample(&self, at: &[(&Vec<f32>, usize)], draws: &[f64], params: &SamplingParams, seen: &[&[u32]]) -> Result<Vec<(u32, f32)>> {
+        sample_on_host(self.vocab_size(), at, draws, params, seen)
     }
 }
 
@@ -185,4 +185,49 @@ fn finished_rows_are_refilled_with_waiting_work() {
     assert!(f.counters.borrow().max_rows_per_decode <= 4);
     // A request wider than the batch is split, and each piece prefills its prompt once.
     assert_eq!(f.counters.borrow().prefills, 1 + 1 + 2);
+}
+
+/// The repetition penalty sees each row's own history, prompt included, at every step: greedy
+/// completions and their log-probs equal a step-by-step loop that penalises the fake's logits on the
+/// row's history (transformers' rule) and takes the argmax, and the penalty changes the log-probs.
+#[test]
+fn the_repetition_penalty_sees_each_rows_prompt_and_completion() {
+    let eos_after = 7;
+    let opts = EngineOptions { max_batch: 3, eos: vec![EOS], seed: 5 };
+    let plain = generate(&fake(eos_after), &requests(), &SamplingParams::greedy(9), &opts, &no_text, |_| {}).unwrap().0;
+    for penalty in [0.6, 2.0, 7.5] {
+        let params = SamplingParams { repetition_penalty: penalty, ..SamplingParams::greedy(9) };
+        let (out, _) = generate(&fake(eos_after), &requests(), &params, &opts, &no_text, |_| {}).unwrap();
+        let mut changed = 0;
+        for (r, req) in requests().iter().enumerate() {
+            // Greedy: every sample of a request is the same loop.
+            let mut history = req.prompt.clone();
+            let (mut tokens, mut logprobs) = (Vec::new(), Vec::new());
+            while tokens.len() < 9 {
+                let mut l = logits_for(&history, eos_after);
+                for t in 0..VOCAB as u32 {
+                    if history.contains(&t) {
+                        let z = &mut l[t as usize];
+                        *z = if *z < 0.0 { *z * penalty as f32 } else { *z / penalty as f32 };
+                    }
+                }
+                let best = (0..VOCAB).fold(0, |b, i| if l[i] > l[b] { i } else { b });
+                let lse = l.iter().map(|&x| (x as f64).exp()).sum::<f64>().ln();
+                tokens.push(best as u32);
+                logprobs.push((l[best] as f64 - lse) as f32);
+                history.push(best as u32);
+                if best as u32 == EOS {
+                    break;
+                }
+            }
+            for (s, c) in out[r].iter().enumerate() {
+                assert_eq!(c.tokens, tokens, "penalty {penalty} request {r} sample {s}");
+                for (got, want) in c.logprobs.iter().zip(&logprobs) {
+                    assert!((got - want).abs() < 1e-5, "penalty {penalty} request {r}: {got} vs {want}");
+                }
+                changed += c.logprobs.iter().zip(&plain[r][s].logprobs).filter(|(a, b)| (*a - *b).abs() > 1e-3).count();
+            }
+        }
+        assert!(changed > 0, "penalty {penalty} changed no log-prob");
+    }
 }

@@ -400,11 +400,12 @@ pub trait Backend: Send + Sync {
     fn add_into(&self, dst: Self::ViewMut<'_>, src: Self::View<'_>);
     // Sampling.
     /// One token and its log-prob for each row of `logits (draws.len() x vocab)`, row `r` drawing with
-    /// `draws[r]` (`sample::sample_row`). The default downloads the logits and samples on the host; a
-    /// device backend samples where the logits are and brings back two numbers a row.
-    fn sample_rows(&self, logits: Self::View<'_>, vocab: usize, draws: &[f64], p: &SampleParams) -> Vec<(u32, f32)> {
+    /// `draws[r]` after the repetition penalty on its earlier tokens `seen[r]` (`sample::sample_rows`).
+    /// The default downloads the logits and samples on the host; a device backend samples where the
+    /// logits are and brings back two numbers a row.
+    fn sample_rows(&self, logits: Self::View<'_>, vocab: usize, draws: &[f64], p: &SampleParams, seen: &[&[u32]]) -> Vec<(u32, f32)> {
         let host: Vec<f32> = self.download(logits).into_iter().map(|x| x.to_f32().unwrap_or(f32::NAN)).collect();
-        crate::sample::sample_rows(&host, vocab, draws, p)
+        crate::sample::sample_rows(&host, vocab, draws, p, seen)
     }
 
     /// `s * x` as a new buffer (a LoRA adapter's scaling, on its rank-wide activations). The default

@@ -18,11 +18,41 @@ pub struct SampleParams {
     /// After top-k and top-p, keep the tokens whose probability is at least `min_p` times the largest
     /// (0 disables), as transformers' `MinPLogitsWarper`.
     pub min_p: f64,
+    /// transformers' `repetition_penalty` (1 disables): before anything else, each logit of a token
+    /// already in the row (prompt or completion) is divided by it when >= 0 and multiplied by it when
+    /// < 0 (`penalize`); the log-prob is then that of the penalised distribution.
+    pub repetition_penalty: f64,
+}
+
+impl Default for SampleParams {
+    fn default() -> Self {
+        SampleParams { temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, repetition_penalty: 1.0 }
+    }
 }
 
 impl SampleParams {
     pub fn is_greedy(&self) -> bool {
         self.temperature <= 0.0
+    }
+
+    /// Whether the rows' earlier tokens change the logits (a penalty other than 1).
+    pub fn penalises(&self) -> bool {
+        self.repetition_penalty != 1.0
+    }
+}
+
+/// transformers' `RepetitionPenaltyLogitsProcessor` on one row: every distinct token of `seen` has its
+/// logit z replaced by z * penalty if z < 0, else z / penalty (in f32, as torch on f32 logits). A
+/// token listed twice is penalised once.
+pub fn penalize(row: &mut [f32], seen: &[u32], penalty: f64) {
+    let p = penalty as f32;
+    let mut done = std::collections::HashSet::with_capacity(seen.len());
+    for &t in seen {
+        if let Some(z) = row.get_mut(t as usize) {
+            if done.insert(t) {
+                *z = if *z < 0.0 { *z * p } else { *z / p };
+            }
+        }
     }
 }
 
@@ -88,10 +118,22 @@ pub fn sample_row(logits: &[f32], p: &SampleParams, u: f64) -> (u32, f32) {
     (chosen as u32, logprob)
 }
 
-/// `sample_row` over every row of `logits (draws.len() x vocab)`, rows in parallel.
-pub fn sample_rows(logits: &[f32], vocab: usize, draws: &[f64], p: &SampleParams) -> Vec<(u32, f32)> {
+/// `sample_row` over every row of `logits (draws.len() x vocab)`, rows in parallel. With a repetition
+/// penalty, `seen[r]` holds row r's earlier tokens (prompt and completion so far) and the row is
+/// penalised (`penalize`) before it is sampled; without one, `seen` is ignored and may be empty.
+pub fn sample_rows(logits: &[f32], vocab: usize, draws: &[f64], p: &SampleParams, seen: &[&[u32]]) -> Vec<(u32, f32)> {
     assert_eq!(logits.len(), draws.len() * vocab, "sample_rows: {} logits for {} rows of {vocab}", logits.len(), draws.len());
-    logits.par_chunks(vocab.max(1)).zip(draws.par_iter()).map(|(row, &u)| sample_row(row, p, u)).collect()
+    let rows = logits.par_chunks(vocab.max(1)).zip(draws.par_iter()).enumerate();
+    if !p.penalises() {
+        return rows.map(|(_, (row, &u))| sample_row(row, p, u)).collect();
+    }
+    assert_eq!(seen.len(), draws.len(), "sample_rows: a repetition penalty needs every row's earlier tokens");
+    rows.map(|(r, (row, &u))| {
+        let mut row = row.to_vec();
+        penalize(&mut row, seen[r], p.repetition_penalty);
+        sample_row(&row, p, u)
+    })
+    .collect()
 }
 
 fn argmax(xs: &[f32]) -> (usize, f32) {

@@ -160,8 +160,12 @@ pub struct GenerationSection {
     /// 0 disables top-k.
     pub top_k: usize,
     /// TRL's `min_p`: after top-k and top-p, keep the tokens at least `min_p` times as likely as the
-    /// most likely one (0, the default, disables it). CPU rollouts only for now.
+    /// most likely one (0, the default, disables it).
     pub min_p: f64,
+    /// TRL's `repetition_penalty` (transformers' and vLLM's): the logit of each token already in the
+    /// row, prompt included, is divided by it (multiplied when negative) before the temperature; 1,
+    /// the default, disables it. Rollouts only: evaluation samples without it.
+    pub repetition_penalty: f64,
     /// Extra stop strings besides the model's end-of-turn tokens.
     pub stop: Vec<String>,
     /// Rows decoded together.
@@ -176,7 +180,7 @@ pub struct GenerationSection {
 
 impl Default for GenerationSection {
     fn default() -> Self {
-        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, stop: vec![], max_batch: 64, weights: Precision::Auto }
+        GenerationSection { max_new_tokens: 400, temperature: 1.0, top_p: 1.0, top_k: 0, min_p: 0.0, repetition_penalty: 1.0, stop: vec![], max_batch: 64, weights: Precision::Auto }
     }
 }
 
@@ -536,8 +540,8 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&g.min_p) {
             bail!("generation.min_p = {} must be in [0, 1]", g.min_p);
         }
-        if g.min_p > 0.0 && self.model.device != "cpu" {
-            bail!("generation.min_p = {} is not in the device sampler yet: model.device = \"{}\" samples with temperature, top_k and top_p only", g.min_p, self.model.device);
+        if !(g.repetition_penalty > 0.0 && g.repetition_penalty.is_finite()) {
+            bail!("generation.repetition_penalty = {} must be a finite number > 0 (1 disables it)", g.repetition_penalty);
         }
         if g.max_batch == 0 {
             bail!("generation.max_batch must be at least 1");

@@ -99,9 +99,9 @@ pub fn evaluate_with(
         temperature: settings.temperature,
         top_p: settings.top_p,
         top_k: 0,
-        min_p: 0.0,
         max_new_tokens: settings.max_new_tokens,
         stop: settings.stop.clone(),
+        ..Default::default()
     };
     let req = RolloutRequest { problems, prompts, group_size: settings.samples };
     let groups = generate(&req, &params, GenerateOptions::new(settings.max_batch, settings.seed, Precision::F32))?;

@@ -176,7 +176,15 @@ impl Trainer {
 
     fn sampling(&self) -> SamplingParams {
         let g = &self.cfg.generation;
-        SamplingParams { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k, min_p: g.min_p, max_new_tokens: g.max_new_tokens, stop: g.stop.clone() }
+        SamplingParams {
+            temperature: g.temperature,
+            top_p: g.top_p,
+            top_k: g.top_k,
+            min_p: g.min_p,
+            repetition_penalty: g.repetition_penalty,
+            max_new_tokens: g.max_new_tokens,
+            stop: g.stop.clone(),
+        }
     }
 
     /// Seeds of step s depend only on (seed, s), so a resumed run draws what an uninterrupted one would.

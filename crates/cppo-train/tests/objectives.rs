@@ -111,6 +111,13 @@ fn luspo_delta_masks_and_every_correction_mode() {
 }
 
 #[test]
+fn gspo_token_maxrl_and_sampling_penalties_with_cppo_and_pods() {
+    trains("gspo-token", &["loss.importance_sampling_level=\"sequence_token\"", "loss.num_iterations=2", "rollout.strategy={ kind = \"cppo\", pruning_rate = 0.5 }"]);
+    trains("maxrl", &["rollout.estimator={ kind = \"grpo\", scale_rewards = \"mean\" }", "rollout.strategy={ kind = \"pods-max-variance\", m = 2 }", "rollout.dynamic_sampling=true"]);
+    trains("penalised-sampling", &["generation.repetition_penalty=1.3", "generation.min_p=0.05", "loss.num_iterations=2"]);
+}
+
+#[test]
 fn objectives_train_lora_adapters() {
     trains("lora-gspo", &["lora={ r = 2, target_modules = \"all-linear\" }", "loss.importance_sampling_level=\"sequence\"", "loss.loss_type=\"sapo\""]);
 }

@@ -375,9 +375,9 @@ fn main() -> anyhow::Result<()> {
                 temperature: if g.greedy { 0.0 } else { g.temperature },
                 top_p: g.top_p,
                 top_k: g.top_k,
-                min_p: 0.0,
                 max_new_tokens: g.max_new_tokens,
                 stop: g.stop,
+                ..Default::default()
             };
             let args = commands::generate::GenerateArgs { model: g.model, adapter: g.adapter, prompts, n: g.n, params, seed: g.seed, max_batch: g.max_batch };
             let results = commands::generate::run(&args)?;

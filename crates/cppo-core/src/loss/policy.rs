@@ -35,6 +35,10 @@ pub enum ImportanceSamplingLevel {
     /// GSPO: one ratio per sequence, exp of the mean over its loss tokens of the log-ratios, shared
     /// by all its tokens (its gradient reaches each token as 1 / T of the sequence's).
     Sequence,
+    /// GSPO-token (the GSPO paper's token variant): each token's weight is sg(s) pi(y_t) / sg(pi(y_t)),
+    /// whose value is the sequence ratio s but whose gradient reaches that token alone, so per-token
+    /// advantages could differ. TRL 1.16 has no such level.
+    SequenceToken,
 }
 
 /// The loss settings (the `[loss]` section's objective, clip, KL, masks and rollout correction).
@@ -246,7 +250,9 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
     };
     let (lo, hi) = ((1.0 - cfg.epsilon_low) as f32, (1.0 + cfg.epsilon_high) as f32);
     let beta = cfg.beta as f32;
-    let sequence_level = cfg.importance_sampling_level == ImportanceSamplingLevel::Sequence;
+    let level = cfg.importance_sampling_level;
+    let sequence_level = level == ImportanceSamplingLevel::Sequence;
+    let sequence_value = level != ImportanceSamplingLevel::Token;
     let mut dlogp = vec![0f32; n];
     for j in 0..k {
         let (a, w_row) = (rows.advantages[j], rows.weights[j]);
@@ -256,7 +262,7 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
         let tokens: f32 = mask_row.iter().sum();
         // GSPO's sequence weight: the mean log-ratio over the loss tokens.
         let seq_log_weight = match old_row {
-            Some(o) if sequence_level => lp_row.iter().zip(o).zip(mask_row).map(|((l, o), m)| (l - o) * m).sum::<f32>() / tokens.max(1.0),
+            Some(o) if sequence_value => lp_row.iter().zip(o).zip(mask_row).map(|((l, o), m)| (l - o) * m).sum::<f32>() / tokens.max(1.0),
             _ => 0.0,
         };
         let keep = match cfg.off_policy_mask_threshold {
@@ -272,7 +278,7 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
             let i = j * width + t;
             let (lp, mask) = (rows.logprobs[i], rows.mask[i]);
             let w = mask * w_row;
-            let log_weight = if sequence_level { seq_log_weight } else { old_row.map_or(0.0, |o| lp - o[t]) };
+            let log_weight = if sequence_value { seq_log_weight } else { old_row.map_or(0.0, |o| lp - o[t]) };
             let coef = log_weight.exp();
             let term = policy_term(coef, lp, a, cfg, lo, hi);
             let factor = keep * entropy_mask.as_ref().map_or(1.0, |m| m[i]) * correction.as_ref().map_or(1.0, |c| c[i]);
@@ -309,6 +315,8 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
                 per_token += k3 * beta;
                 st.kl_sum += (k3 * mask) as f64;
             }
+            // d coef / d log weight = coef; GSPO spreads it over the sequence, GSPO-token gives it to
+            // this token alone (its log weight is sg(seq) + lp - sg(lp)).
             let g_log_weight = g_coef * coef;
             if sequence_level {
                 g_seq += g_log_weight;

@@ -441,7 +441,7 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
         })
     }
 
-    fn sample_rows(&self, logits: View<'_>, vocab: usize, draws: &[f64], p: &SampleParams) -> Vec<(u32, f32)> {
+    fn sample_rows(&self, logits: View<'_>, vocab: usize, draws: &[f64], p: &SampleParams, seen: &[&[u32]]) -> Vec<(u32, f32)> {
         self.run("sample_rows", |c| {
             let rows = draws.len();
             if logits.buf.len != rows * vocab {
@@ -450,10 +450,33 @@ impl<D: DeviceSide> Backend for CudaBackend<D> {
             if rows == 0 {
                 return Ok(Vec::new());
             }
+            // The repetition penalty works on a copy: the logits may be shared (one prefill's row for
+            // all its samples) and are the caller's.
+            let penalised;
+            let mut source = logits.buf;
+            if p.penalises() {
+                if seen.len() != rows {
+                    return Err(Error::shape("sample_rows", format!("a repetition penalty with earlier tokens of {} rows for {rows}", seen.len())));
+                }
+                let mut at: Vec<i32> = Vec::new();
+                for (r, tokens) in seen.iter().enumerate() {
+                    let mut distinct: Vec<u32> = tokens.iter().copied().filter(|&t| (t as usize) < vocab).collect();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    at.extend(distinct.iter().map(|&t| (r * vocab + t as usize) as i32));
+                }
+                penalised = c.alloc(DType::F32, rows * vocab)?;
+                c.d.copy(logits.buf, penalised.buf)?;
+                if !at.is_empty() {
+                    let at_buf = c.upload_i32(&at)?;
+                    ops::sample::repetition_penalty(&mut *c.d, &c.t, penalised.buf, at_buf.buf, at.len(), rows, vocab, p.repetition_penalty as f32)?;
+                }
+                source = penalised.buf;
+            }
             let probs = c.alloc(DType::F32, rows * vocab)?;
             let u = c.upload_f64(draws)?;
             let (token, logprob) = (c.alloc(DType::I32, rows)?, c.alloc(DType::F32, rows)?);
-            ops::sample::sample(&mut *c.d, &c.t, logits.buf, probs.buf, u.buf, token.buf, logprob.buf, rows, vocab, p)?;
+            ops::sample::sample(&mut *c.d, &c.t, source, probs.buf, u.buf, token.buf, logprob.buf, rows, vocab, p)?;
             let tokens = c.d.read(token.buf)?;
             let logprobs = c.download_f32(logprob.buf)?;
             Ok(tokens.chunks_exact(4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u32).zip(logprobs).collect())

@@ -32,10 +32,12 @@ pub(super) fn engine<B: Backend<T = f32>>(b: &B, _c: &Cpu<f32>, g: &mut Rng, r: 
     let prompt = |g: &mut Rng, lo: usize, hi: usize| -> Vec<u32> { (0..g.range(lo, hi)).map(|_| g.range(3, cfg.vocab_size) as u32).collect() };
     let requests = vec![Request { prompt: prompt(g, 2, 8), n: 2 }, Request { prompt: prompt(g, 1, 4), n: 2 }];
     let options = EngineOptions { max_batch: 3, eos: vec![2], seed: g.next_u64() };
-    let sampled = SamplingParams { temperature: 0.9, top_p: 0.9, top_k: 7, min_p: 0.0, max_new_tokens: 5, stop: vec![] };
+    let sampled = SamplingParams { temperature: 0.9, top_p: 0.9, top_k: 7, max_new_tokens: 5, ..Default::default() };
+    let penalised = SamplingParams { temperature: 1.1, min_p: 0.05, repetition_penalty: 1.3, max_new_tokens: 5, ..Default::default() };
     let cases = [
         ("engine: greedy, f32 products", Precision::F32, SamplingParams::greedy(5), F32_LOGPROB),
         ("engine: seeded top-p / top-k sampling, f32 products", Precision::F32, sampled, F32_LOGPROB),
+        ("engine: seeded min_p sampling with a repetition penalty, f32 products", Precision::F32, penalised, F32_LOGPROB),
         ("engine: greedy, bf16 rollout weights", Precision::Bf16, SamplingParams::greedy(5), BF16_LOGPROB),
     ];
     for (name, precision, params, tol) in cases {
