@@ -74,7 +74,7 @@ pub fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The number of checks `run` makes when no section panics (a run that skipped some cannot pass).
-pub const CHECKS: usize = 87;
+pub const CHECKS: usize = 88;
 
 /// What bf16 results are compared with: products that round their operands to bf16 and sum in f32 or
 /// wider, as the device's do, on every CPU. The CPU backend rounds them only where it has AVX512-BF16

@@ -57,7 +57,7 @@ const BF16_TOL: f32 = 5e-2;
 #[test]
 fn the_engine_on_the_emulated_cuda_backend_gives_the_cpu_decoders_completions() {
     let b = CudaBackend::new(EmuSide::new());
-    let sampled = SamplingParams { temperature: 0.9, top_p: 0.85, top_k: 5, min_p: 0.0, max_new_tokens: 5, stop: vec![] };
+    let sampled = SamplingParams { temperature: 0.9, top_p: 0.85, top_k: 5, max_new_tokens: 5, ..Default::default() };
     // Each case is a few seconds under the emulation (one OS thread per GPU thread of every launch).
     let cases = [
         (Architecture::Qwen2, false, Precision::F32, SamplingParams::greedy(5)),
