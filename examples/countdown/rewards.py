@@ -1,5 +1,7 @@
 """Countdown's rewards, written for TRL's GRPOTrainer (`reward_funcs=[countdown_format, countdown_exact]`)
 and used by cppo unchanged. TinyZero scores 0.1 for the format and 1 for a right equation.
+`countdown_equation` is the reward of the short prompt (`generate.py --style short`): the bare
+equation on the completion's first line.
 """
 import ast
 import re
@@ -59,3 +61,17 @@ def countdown_format(completions, **kwargs):
 def countdown_exact(completions, target, nums, **kwargs):
     """1 when the answer uses each given number once and equals the target."""
     return [float(_exact(_answer(c), t, n)) for c, t, n in zip(completions, target, nums)]
+
+
+def _first_line(completion):
+    text = completion if isinstance(completion, str) else completion[-1]["content"]
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def countdown_equation(completions, target, nums, **kwargs):
+    """1 when the completion's first line is an equation (`47 + 5` or `47 + 5 = 52`) that uses each
+    given number once and equals the target; no tags needed."""
+    return [float(_exact(_first_line(c), t, n)) for c, t, n in zip(completions, target, nums)]

@@ -64,7 +64,8 @@ fn the_rewards_credit_right_equations_only() {
             prompt_field: Some("prompt".into()),
         })
         .collect();
-    // Each row three times: its own solution, the solution with its first number changed, no tags.
+    // Each row five times: its own solution in tags, the solution with its first number changed in
+    // tags, no tags, the bare solution with its value on the first line, the bare wrong one.
     let mut completions = Vec::new();
     for r in rows {
         let solution = r["solution"].as_str().unwrap();
@@ -73,16 +74,46 @@ fn the_rewards_credit_right_equations_only() {
         completions.push(format!("<think>trying</think> <answer>{solution}</answer>"));
         completions.push(format!("<think>trying</think> <answer>{wrong}</answer>"));
         completions.push(format!("the answer is {solution}"));
+        completions.push(format!("\n{solution} = {}\nso that is it", r["target"]));
+        completions.push(format!("{wrong} = {}", r["target"]));
     }
     let ids: Vec<u32> = vec![];
     let samples: Vec<Sample> =
-        completions.iter().enumerate().map(|(i, c)| Sample { problem: &problems[i / 3], completion: c, completion_ids: &ids }).collect();
+        completions.iter().enumerate().map(|(i, c)| Sample { problem: &problems[i / 5], completion: c, completion_ids: &ids }).collect();
     let file = example().join("rewards.py");
     let spec = |name: &str| FunctionSpec { path: file.clone(), name: name.into(), weight: 1.0, style: Style::Trl };
     let options = WorkerOptions { python: WorkerOptions::resolve_python(None), timeout: Duration::from_secs(30) };
-    let rewards = ExternalRewards::start(&[spec("countdown_format"), spec("countdown_exact")], &[], &options).unwrap();
+    let rewards = ExternalRewards::start(&[spec("countdown_format"), spec("countdown_exact"), spec("countdown_equation")], &[], &options).unwrap();
     let scores = rewards.score(0, &samples).unwrap();
-    let expect = |pattern: [f64; 3]| -> Vec<Option<f64>> { (0..rows.len()).flat_map(|_| pattern.map(Some)).collect() };
-    assert_eq!(scores[0], expect([1.0, 1.0, 0.0]), "format");
-    assert_eq!(scores[1], expect([1.0, 0.0, 0.0]), "exactness");
+    let expect = |pattern: [f64; 5]| -> Vec<Option<f64>> { (0..rows.len()).flat_map(|_| pattern.map(Some)).collect() };
+    assert_eq!(scores[0], expect([1.0, 1.0, 0.0, 0.0, 0.0]), "format");
+    assert_eq!(scores[1], expect([1.0, 0.0, 0.0, 0.0, 0.0]), "exactness");
+    assert_eq!(scores[2], expect([0.0, 0.0, 0.0, 1.0, 0.0]), "the bare equation of the short prompt");
+}
+
+/// The short style lists the numbers in words and asks for the bare equation; the operators are drawn
+/// evenly (not mostly sums); and a request for more rows than exist stops with a message, not a hang.
+#[test]
+fn the_short_style_balances_operators_and_impossible_sizes_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = WorkerOptions::resolve_python(None);
+    let run = |args: &[&str]| {
+        Command::new(&python).arg(example().join("generate.py")).args(["--out", dir.path().to_str().unwrap()]).args(args).output().unwrap()
+    };
+    let out = run(&["--numbers", "2", "--high", "60", "--style", "short", "--train", "400", "--test", "40"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Value> = std::fs::read_to_string(dir.path().join("train.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut ops = [0usize; 4];
+    for r in &rows {
+        let prompt = r["prompt"].as_str().unwrap();
+        let nums: Vec<String> = r["nums"].as_array().unwrap().iter().map(|n| n.to_string()).collect();
+        assert!(prompt.contains(&format!("{} and {}", nums[0], nums[1])) && prompt.ends_with("Answer with just the equation."), "{prompt}");
+        assert!(!prompt.contains("<answer>"));
+        let solution = r["solution"].as_str().unwrap();
+        ops["+-*/".find(|c| solution.contains(c)).unwrap()] += 1;
+    }
+    assert!(ops.iter().all(|&n| n >= rows.len() / 8), "operators {ops:?} (+ - * /) are not balanced");
+    let out = run(&["--numbers", "2", "--high", "5", "--train", "500"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("distinct rows"), "{}", String::from_utf8_lossy(&out.stderr));
 }
