@@ -24,6 +24,9 @@ pub enum Error {
     )]
     NegativeMeanReward { group: usize, mean: f64 },
 
+    #[error("VESPO takes the rollout correction's token ratios into its sequence weight: a sequence-level correction mode cannot be used with it")]
+    VespoSequenceCorrection,
+
     #[error("`eps` must be finite and >= 0, got {0}")]
     BadEps(f64),
 

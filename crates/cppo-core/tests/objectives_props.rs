@@ -59,6 +59,22 @@ fn definition(x: &[f64], b: &Batch, cfg: &PolicyLoss) -> f64 {
             }
         };
         let seq_is = bound(diffs.iter().sum::<f64>().exp());
+        // VESPO's gamma weight from the detached log-ratios and the token correction's log-ratios.
+        let phi = if let Objective::Vespo { k_pos, lambda_pos, k_neg, lambda_neg } = cfg.objective {
+            let lower = 1e-8f64.ln();
+            let token_is = |t: usize| match c.mode {
+                CorrectionMode::TokenTruncate | CorrectionMode::TokenMask => bound(diffs[t].exp()),
+                _ => 1.0,
+            };
+            let log_w: f64 = row.clone().enumerate().map(|(t, k)| ((detached[k] - old[k]).clamp(-20.0, 20.0) + token_is(t).ln().clamp(lower, 20.0)) * m(k)).sum();
+            let log_w = log_w.clamp(lower, 20.0);
+            let (kk, lambda) = if a >= 0.0 { (k_pos, lambda_pos) } else { (k_neg, lambda_neg) };
+            let lambda = lambda.max(1e-4);
+            let phi = (lambda + kk * log_w - lambda * log_w.exp()).exp();
+            if phi.is_finite() { phi } else { 0.0 }
+        } else {
+            1.0
+        };
         // DeepSeek-V3.2: drop a negative-advantage sequence that drifted past the threshold.
         let keep = match cfg.off_policy_mask_threshold {
             Some(d) => {
@@ -102,6 +118,7 @@ fn definition(x: &[f64], b: &Batch, cfg: &PolicyLoss) -> f64 {
                     let tau = if a > 0.0 { temperature_pos } else { temperature_neg };
                     -(1.0 / (1.0 + (-tau * (coef - 1.0)).exp())) * 4.0 / tau * a
                 }
+                Objective::Vespo { .. } => -phi * a * x[i],
             };
             let ent = match (cfg.top_entropy_quantile < 1.0, entropy_threshold) {
                 (false, _) => 1.0,
@@ -109,6 +126,8 @@ fn definition(x: &[f64], b: &Batch, cfg: &PolicyLoss) -> f64 {
                 (true, Some(th)) => ((b.entropy[i] * b.mask[i] >= th) && b.mask[i] > 0.0) as u8 as f64,
             };
             let is = match c.mode {
+                // VESPO took the correction into phi.
+                _ if matches!(cfg.objective, Objective::Vespo { .. }) => 1.0,
                 CorrectionMode::None => 1.0,
                 CorrectionMode::TokenTruncate | CorrectionMode::TokenMask => bound(diffs[t].exp()),
                 _ => seq_is,
@@ -182,6 +201,7 @@ fn configs() -> impl Strategy<Value = PolicyLoss> {
         2 => Just(Objective::Clip),
         1 => (0.5f64..6.0).prop_map(|_| Objective::Cispo),
         1 => (0.5f64..3.0, 0.5f64..3.0).prop_map(|(p, n)| Objective::Sapo { temperature_pos: p, temperature_neg: n }),
+        1 => (0.5f64..4.0, 0.5f64..4.0, 0.5f64..4.0, 0.0f64..4.0).prop_map(|(k_pos, lambda_pos, k_neg, lambda_neg)| Objective::Vespo { k_pos, lambda_pos, k_neg, lambda_neg }),
     ];
     (
         (objective, prop_oneof![Just(ImportanceSamplingLevel::Token), Just(ImportanceSamplingLevel::Sequence), Just(ImportanceSamplingLevel::SequenceToken)]),
@@ -190,8 +210,12 @@ fn configs() -> impl Strategy<Value = PolicyLoss> {
         (prop::option::of(-0.2f64..0.3), prop_oneof![Just(1.0), 0.0f64..1.0]),
         corrections(),
     )
-        .prop_map(|((objective, level), (lo, hi, delta, dual), (beta, clamp, bias), (off, rho), rc)| {
+        .prop_map(|((objective, level), (lo, hi, delta, dual), (beta, clamp, bias), (off, rho), mut rc)| {
             let clip = objective == Objective::Clip;
+            // VESPO refuses a sequence-level correction (its own test below).
+            if matches!(objective, Objective::Vespo { .. }) && matches!(rc.mode, CorrectionMode::SequenceMask | CorrectionMode::SequenceTruncate) {
+                rc.mode = CorrectionMode::TokenMask;
+            }
             PolicyLoss {
                 epsilon_low: lo,
                 // CISPO reads epsilon_high as the ratio's cap (TRL recommends 5).
@@ -340,6 +364,27 @@ fn sequence_mask_drops_a_sequence_above_the_cap() {
     assert!((g[2] + 0.5).abs() < 1e-5 && (g[3] + 0.5).abs() < 1e-5, "{g:?}");
     assert_eq!((st.mismatch.masked, st.mismatch.ratios, st.policy_masked), (1.0, 2.0, 2.0));
     assert!((st.mismatch.ratio_max - 2.0).abs() < 1e-5 && st.mismatch.ratio_min == 0.0);
+}
+
+/// VESPO by hand: one sequence of two loss tokens with log-ratios 0.1 and 0.3 (w = e^0.4), A = 1,
+/// (k, lambda) = (2, 3): phi = e^(3 + 2 * 0.4 - 3 e^0.4), each token's gradient -phi w_row, whatever
+/// its own ratio; the weight is 1 at w = 1 (mu = 1); a sequence correction mode is refused.
+#[test]
+fn vespo_by_hand() {
+    let (lp, old, mask) = ([-1.0f32, -2.0], [-1.1f32, -2.3], [1.0f32, 1.0]);
+    let cfg = PolicyLoss { objective: Objective::Vespo { k_pos: 2.0, lambda_pos: 3.0, k_neg: 3.0, lambda_neg: 2.0 }, ..PolicyLoss::default() };
+    let r = Rows { width: 2, logprobs: &lp, old: Some(&old), reference: None, mask: &mask, advantages: &[1.0], weights: &[0.5], rollout: None, entropy: None };
+    let (g, st) = policy_loss(&r, &cfg).unwrap();
+    let phi = (3.0 + 2.0 * 0.4 - 3.0 * 0.4f64.exp()).exp();
+    assert!((st.loss - (-phi * 0.5 * (-3.0))).abs() < 1e-5, "{} vs {}", st.loss, -phi * 0.5 * -3.0);
+    for gi in &g {
+        assert!((*gi as f64 - (-phi * 0.5)).abs() < 1e-5, "{g:?}");
+    }
+    let (g, _) = policy_loss(&Rows { old: None, ..r }, &cfg).unwrap();
+    assert!(g.iter().all(|&x| (x + 0.5).abs() < 1e-6), "phi(1) = 1: {g:?}");
+    let rollout = [-1.0f32, -2.0];
+    let with_seq = PolicyLoss { rollout_correction: RolloutCorrection::TRL_DEFAULT, ..cfg };
+    assert_eq!(policy_loss(&Rows { rollout: Some(&rollout), ..r }, &with_seq).unwrap_err(), cppo_core::Error::VespoSequenceCorrection);
 }
 
 #[test]

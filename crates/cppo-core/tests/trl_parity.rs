@@ -21,6 +21,7 @@ struct Mode {
 fn modes() -> Vec<Mode> {
     let base = PolicyLoss { epsilon_low: 0.2, epsilon_high: 0.28, ..PolicyLoss::default() };
     let seq = ImportanceSamplingLevel::Sequence;
+    let vespo = Objective::Vespo { k_pos: 2.0, lambda_pos: 3.0, k_neg: 3.0, lambda_neg: 2.0 };
     let rc = |mode, min, max| RolloutCorrection { mode, min, max };
     let m = |name, loss_type, aggregation, cfg| Mode { name, loss_type, aggregation, cfg };
     vec![
@@ -33,6 +34,9 @@ fn modes() -> Vec<Mode> {
         m("sapo", "sapo", Aggregation::SeqMeanTokenMean, PolicyLoss { objective: Objective::Sapo { temperature_pos: 1.0, temperature_neg: 1.05 }, ..base }),
         m("sapo_gspo", "sapo", Aggregation::SeqMeanTokenMean, PolicyLoss { objective: Objective::Sapo { temperature_pos: 2.0, temperature_neg: 0.7 }, importance_sampling_level: seq, ..base }),
         m("luspo", "luspo", Aggregation::SeqMeanTokenSum, PolicyLoss { importance_sampling_level: seq, ..base }),
+        m("vespo", "vespo", Aggregation::TokenMean, PolicyLoss { objective: vespo, ..base }),
+        m("vespo_token_mask", "vespo", Aggregation::TokenMean, PolicyLoss { objective: Objective::Vespo { k_pos: 1.5, lambda_pos: 2.5, k_neg: 2.0, lambda_neg: 1.0 }, rollout_correction: rc(CorrectionMode::TokenMask, Some(0.93), Some(1.07)), ..base }),
+        m("vespo_token_truncate_kl", "vespo", Aggregation::TokenMean, PolicyLoss { objective: vespo, beta: 0.04, rollout_correction: rc(CorrectionMode::TokenTruncate, Some(0.95), Some(1.05)), ..base }),
         m("delta", "grpo", Aggregation::SeqMeanTokenMean, PolicyLoss { delta: Some(1.05), ..base }),
         m("off_policy_mask", "dapo", Aggregation::TokenMean, PolicyLoss { off_policy_mask_threshold: Some(0.02), ..base }),
         m("top_entropy", "grpo", Aggregation::SeqMeanTokenMean, PolicyLoss { top_entropy_quantile: 0.3, ..base }),
@@ -78,6 +82,10 @@ fn json_of(name: &str, mode: &Mode, mu_one: bool, seed: u64) -> serde_json::Valu
         Objective::Sapo { temperature_pos, temperature_neg } => (temperature_pos, temperature_neg),
         _ => (1.0, 1.05),
     };
+    let vespo = match c.objective {
+        Objective::Vespo { k_pos, lambda_pos, k_neg, lambda_neg } => [k_pos, lambda_pos, k_neg, lambda_neg],
+        _ => [2.0, 3.0, 3.0, 2.0],
+    };
     let rc = &c.rollout_correction;
     json!({
         "name": name,
@@ -87,6 +95,7 @@ fn json_of(name: &str, mode: &Mode, mu_one: bool, seed: u64) -> serde_json::Valu
             "epsilon": c.epsilon_low, "epsilon_high": c.epsilon_high, "delta": c.delta, "beta": c.beta,
             "use_bias_correction_kl": c.use_bias_correction_kl,
             "sapo_temperature_pos": temperature_pos, "sapo_temperature_neg": temperature_neg,
+            "vespo_k_pos": vespo[0], "vespo_lambda_pos": vespo[1], "vespo_k_neg": vespo[2], "vespo_lambda_neg": vespo[3],
             "off_policy_mask_threshold": c.off_policy_mask_threshold,
             "top_entropy_quantile": c.top_entropy_quantile,
             "max_completion_length": max_completion_length,

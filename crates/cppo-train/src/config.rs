@@ -210,7 +210,7 @@ pub struct LossSection {
     /// Give truncated completions (no end-of-turn token) no loss.
     pub mask_truncated: bool,
     // TRL's objectives and the rollout correction, by TRL's names; how they combine: `objectives.rs`.
-    /// TRL's `loss_type`: `grpo`, `bnpo`, `dr_grpo`, `dapo`, `cispo`, `sapo` or `luspo` (the objective
+    /// TRL's `loss_type`: `grpo`, `bnpo`, `dr_grpo`, `dapo`, `cispo`, `sapo`, `luspo` or `vespo` (the objective
     /// and the aggregation it implies); unset: the clipped surrogate with `aggregation`.
     pub loss_type: Option<crate::objectives::LossType>,
     /// `token` (the default) or `sequence` (GSPO: one ratio per completion).
@@ -220,6 +220,12 @@ pub struct LossSection {
     /// SAPO's gate temperatures for positive and non-positive advantages.
     pub sapo_temperature_pos: f64,
     pub sapo_temperature_neg: f64,
+    /// VESPO's gamma weight phi(w) = e^lambda w^k e^(-lambda w): (k, lambda) for A >= 0 and for A < 0
+    /// (TRL's defaults 2, 3, 3, 2).
+    pub vespo_k_pos: f64,
+    pub vespo_lambda_pos: f64,
+    pub vespo_k_neg: f64,
+    pub vespo_lambda_neg: f64,
     /// DeepSeek-V3.2's off-policy sequence mask threshold; none disables it.
     pub off_policy_mask_threshold: Option<f64>,
     /// Keep the policy term only on the top rho fraction of tokens by entropy (1: all).
@@ -253,6 +259,10 @@ impl Default for LossSection {
             delta: None,
             sapo_temperature_pos: 1.0,
             sapo_temperature_neg: 1.05,
+            vespo_k_pos: 2.0,
+            vespo_lambda_pos: 3.0,
+            vespo_k_neg: 3.0,
+            vespo_lambda_neg: 2.0,
             off_policy_mask_threshold: None,
             top_entropy_quantile: 1.0,
             rollout_correction: None,

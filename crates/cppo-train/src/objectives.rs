@@ -59,6 +59,7 @@ pub enum LossType {
     Cispo,
     Sapo,
     Luspo,
+    Vespo,
 }
 
 impl LossType {
@@ -71,6 +72,7 @@ impl LossType {
             LossType::Cispo => "cispo",
             LossType::Sapo => "sapo",
             LossType::Luspo => "luspo",
+            LossType::Vespo => "vespo",
         }
     }
 
@@ -79,7 +81,7 @@ impl LossType {
     pub fn aggregation(self) -> Aggregation {
         match self {
             LossType::Grpo | LossType::Sapo => Aggregation::SeqMeanTokenMean,
-            LossType::Bnpo | LossType::Dapo | LossType::Cispo => Aggregation::TokenMean,
+            LossType::Bnpo | LossType::Dapo | LossType::Cispo | LossType::Vespo => Aggregation::TokenMean,
             LossType::DrGrpo => Aggregation::SeqMeanTokenSumNorm,
             LossType::Luspo => Aggregation::SeqMeanTokenSum,
         }
@@ -96,15 +98,23 @@ impl LossSection {
         match self.loss_type {
             Some(LossType::Cispo) => Objective::Cispo,
             Some(LossType::Sapo) => Objective::Sapo { temperature_pos: self.sapo_temperature_pos, temperature_neg: self.sapo_temperature_neg },
+            Some(LossType::Vespo) => Objective::Vespo {
+                k_pos: self.vespo_k_pos,
+                lambda_pos: self.vespo_lambda_pos,
+                k_neg: self.vespo_k_neg,
+                lambda_neg: self.vespo_lambda_neg,
+            },
             _ => Objective::Clip,
         }
     }
 
     /// The rollout correction: `rollout_correction` if set; unset, TRL's `sequence_mask` when
     /// `precisions_differ` (rollouts sampled at another precision than the update's products) and
-    /// none otherwise.
+    /// none otherwise. VESPO takes token ratios only (TRL refuses a sequence mode with it), so its
+    /// default is `token_truncate`.
     pub fn rollout_correction(&self, precisions_differ: bool) -> RolloutCorrection {
-        let mode = self.rollout_correction.unwrap_or(if precisions_differ { CorrectionMode::SequenceMask } else { CorrectionMode::None });
+        let default = if self.loss_type == Some(LossType::Vespo) { CorrectionMode::TokenTruncate } else { CorrectionMode::SequenceMask };
+        let mode = self.rollout_correction.unwrap_or(if precisions_differ { default } else { CorrectionMode::None });
         let max = self.rollout_correction_cap.is_finite().then_some(self.rollout_correction_cap);
         RolloutCorrection { mode, min: self.rollout_correction_min, max }
     }
@@ -144,7 +154,20 @@ impl LossSection {
                 bail!("loss.aggregation = {:?} contradicts loss.loss_type = \"{name}\", which sums tokens as {:?}: set one of the two", agg, lt.aggregation());
             }
         }
-        let soft = matches!(lt, Some(LossType::Cispo | LossType::Sapo));
+        if lt == Some(LossType::Vespo) {
+            if self.importance_sampling_level != ImportanceSamplingLevel::Token {
+                bail!("loss.loss_type = \"vespo\" weighs each sequence by its own ratio; loss.importance_sampling_level must stay \"token\" (TRL warns that it should)");
+            }
+            if matches!(self.rollout_correction, Some(CorrectionMode::SequenceMask | CorrectionMode::SequenceTruncate)) {
+                bail!("loss.loss_type = \"vespo\" needs loss.rollout_correction = \"token_truncate\" or \"token_mask\" (or \"none\"): VESPO takes the token ratios into its sequence weight, and TRL refuses a sequence mode with it");
+            }
+            for (key, v) in [("vespo_k_pos", self.vespo_k_pos), ("vespo_lambda_pos", self.vespo_lambda_pos), ("vespo_k_neg", self.vespo_k_neg), ("vespo_lambda_neg", self.vespo_lambda_neg)] {
+                if !(v >= 0.0 && v.is_finite()) {
+                    bail!("loss.{key} = {v} must be a finite number >= 0");
+                }
+            }
+        }
+        let soft = matches!(lt, Some(LossType::Cispo | LossType::Sapo | LossType::Vespo));
         if soft && self.dual_clip.is_some() {
             bail!("loss.dual_clip bounds the clipped surrogate; loss.loss_type = \"{name}\" has none: unset one of the two");
         }

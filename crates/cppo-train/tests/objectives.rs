@@ -47,6 +47,7 @@ fn loss_types_imply_their_objective_and_aggregation() {
         ("dr_grpo", Aggregation::SeqMeanTokenSumNorm, Objective::Clip),
         ("cispo", Aggregation::TokenMean, Objective::Cispo),
         ("sapo", Aggregation::SeqMeanTokenMean, Objective::Sapo { temperature_pos: 1.0, temperature_neg: 1.05 }),
+        ("vespo", Aggregation::TokenMean, Objective::Vespo { k_pos: 2.0, lambda_pos: 3.0, k_neg: 3.0, lambda_neg: 2.0 }),
     ];
     for (name, agg, obj) in cases {
         let cfg = common::tiny_config(&format!("lt-{name}"), &[&format!("loss.loss_type=\"{name}\"")]);
@@ -59,7 +60,10 @@ fn loss_types_imply_their_objective_and_aggregation() {
 
 #[test]
 fn refused_combinations_name_both_keys() {
-    let cases: [(&[&str], [&str; 2]); 5] = [
+    let cases: [(&[&str], [&str; 2]); 8] = [
+        (&["loss.loss_type=\"vespo\"", "loss.importance_sampling_level=\"sequence\""], ["loss.loss_type", "loss.importance_sampling_level"]),
+        (&["loss.loss_type=\"vespo\"", "loss.rollout_correction=\"sequence_mask\""], ["loss.loss_type", "loss.rollout_correction"]),
+        (&["loss.loss_type=\"vespo\"", "loss.delta=1.5"], ["loss.delta", "loss.loss_type"]),
         (&["loss.loss_type=\"luspo\""], ["loss.loss_type", "loss.importance_sampling_level"]),
         (&["loss.loss_type=\"dapo\"", "loss.aggregation=\"seq-mean-token-mean\""], ["loss.aggregation", "loss.loss_type"]),
         (&["loss.loss_type=\"cispo\"", "loss.dual_clip=3.0"], ["loss.dual_clip", "loss.loss_type"]),
@@ -72,7 +76,8 @@ fn refused_combinations_name_both_keys() {
             assert!(e.contains(k), "{ov:?}: {e}");
         }
     }
-    assert!(err_of(&["loss.loss_type=\"vespo\""]).contains("loss.loss_type"));
+    assert!(err_of(&["loss.loss_type=\"vespo\"", "loss.vespo_k_neg=-1.0"]).contains("loss.vespo_k_neg"));
+    assert!(err_of(&["loss.loss_type=\"ppo\""]).contains("loss.loss_type"));
     let gdpo = err_of(&["rollout.multi_objective_aggregation=\"normalize_then_sum\"", "rollout.estimator={ kind = \"rloo\" }"]);
     assert!(gdpo.contains("rollout.multi_objective_aggregation") && gdpo.contains("rollout.estimator"), "{gdpo}");
     assert!(err_of(&["loss.top_entropy_quantile=1.5"]).contains("loss.top_entropy_quantile"));
@@ -114,6 +119,7 @@ fn luspo_delta_masks_and_every_correction_mode() {
 fn gspo_token_maxrl_and_sampling_penalties_with_cppo_and_pods() {
     trains("gspo-token", &["loss.importance_sampling_level=\"sequence_token\"", "loss.num_iterations=2", "rollout.strategy={ kind = \"cppo\", pruning_rate = 0.5 }"]);
     trains("maxrl", &["rollout.estimator={ kind = \"grpo\", scale_rewards = \"mean\" }", "rollout.strategy={ kind = \"pods-max-variance\", m = 2 }", "rollout.dynamic_sampling=true"]);
+    trains("vespo", &["loss.loss_type=\"vespo\"", "loss.num_iterations=2", "rollout.strategy={ kind = \"cppo\", pruning_rate = 0.5 }"]);
     trains("penalised-sampling", &["generation.repetition_penalty=1.3", "generation.min_p=0.05", "loss.num_iterations=2"]);
 }
 
@@ -145,4 +151,15 @@ fn gdpo_normalises_each_reward_part_before_the_sum() {
         }
     }
     assert_eq!(est, cppo_core::Estimator::ReinforcePlusPlus { std: cppo_core::StdKind::Bessel, eps: 1e-4 });
+}
+
+/// VESPO's default rollout correction is token-level (TRL refuses a sequence mode with it), and a
+/// sequence-level default elsewhere.
+#[test]
+fn vespo_defaults_to_a_token_correction() {
+    let vespo = common::tiny_config("vespo-default", &["loss.loss_type=\"vespo\""]);
+    assert_eq!(vespo.loss.rollout_correction(true).mode, CorrectionMode::TokenTruncate);
+    assert_eq!(vespo.loss.rollout_correction(false).mode, CorrectionMode::None);
+    let grpo = common::tiny_config("grpo-default", &[]);
+    assert_eq!(grpo.loss.rollout_correction(true).mode, CorrectionMode::SequenceMask);
 }

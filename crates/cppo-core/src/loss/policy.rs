@@ -23,6 +23,11 @@ pub enum Objective {
     /// SAPO's soft gate: -sigmoid(tau (r - 1)) 4 / tau A, tau the positive or the negative temperature
     /// by the sign of A (A = 0 takes the negative one, as TRL).
     Sapo { temperature_pos: f64, temperature_neg: f64 },
+    /// VESPO (TRL's `vespo`): -sg(phi(w)) A logp, w the sequence's importance ratio exp(sum of its
+    /// clamped log-ratios, and of the token rollout correction's log-ratios), phi(w) = e^lambda w^k
+    /// e^(-lambda w) a gamma weight with phi(1) = 1, (k, lambda) the positive pair for A >= 0 and the
+    /// negative one otherwise. The rollout correction enters w rather than multiplying the token.
+    Vespo { k_pos: f64, lambda_pos: f64, k_neg: f64, lambda_neg: f64 },
 }
 
 /// TRL's `importance_sampling_level`.
@@ -174,8 +179,9 @@ struct Term {
     dual: bool,
 }
 
-fn policy_term(coef: f32, lp: f32, a: f32, cfg: &PolicyLoss, lo: f32, hi: f32) -> Term {
+fn policy_term(coef: f32, lp: f32, a: f32, cfg: &PolicyLoss, lo: f32, hi: f32, phi: f32) -> Term {
     match cfg.objective {
+        Objective::Vespo { .. } => Term { value: -phi * a * lp, d_coef: 0.0, d_lp: -phi * a, low: false, high: false, dual: false },
         Objective::Clip => {
             // PPO: maximise min(r A, clip(r) A), i.e. minimise its negative; with delta the first r is
             // min(r, delta).
@@ -212,6 +218,24 @@ fn policy_term(coef: f32, lp: f32, a: f32, cfg: &PolicyLoss, lo: f32, hi: f32) -
     }
 }
 
+/// VESPO's gamma weight phi(w) of one sequence, computed in log space as TRL does: log w is the sum over
+/// its loss tokens of the log-ratios clamped to [-20, 20], plus those of the token rollout correction's
+/// factors clamped to [ln 1e-8, 20], then clamped to [ln 1e-8, 20]; log phi = lambda + k log w - lambda w;
+/// a non-finite phi is 0.
+fn vespo_weight(a: f32, log_ratios: impl Iterator<Item = f32>, correction: Option<&[f32]>, mask: &[f32], params: (f64, f64, f64, f64)) -> f32 {
+    let lower = 1e-8f32.ln();
+    let mut log_w: f32 = log_ratios.zip(mask).map(|(r, m)| r.clamp(-20.0, 20.0) * m).sum();
+    if let Some(c) = correction {
+        log_w += c.iter().zip(mask).map(|(&f, m)| f.ln().clamp(lower, 20.0) * m).sum::<f32>();
+    }
+    let log_w = log_w.clamp(lower, 20.0);
+    let (k_pos, lambda_pos, k_neg, lambda_neg) = params;
+    let (k, lambda) = if a >= 0.0 { (k_pos as f32, lambda_pos as f32) } else { (k_neg as f32, lambda_neg as f32) };
+    let lambda = lambda.max(1e-4);
+    let phi = (lambda + k * log_w - lambda * log_w.exp()).exp();
+    if phi.is_finite() { phi } else { 0.0 }
+}
+
 /// The loss of one micro-batch: dL/dlogp for every token (0 where the weight or mask is 0) and its
 /// statistics. Per token: (policy term) x (off-policy keep) x (entropy mask) x (rollout correction)
 /// + beta k3, in TRL's order; the masks and the correction are constants of the loss. Errors: beta > 0
@@ -243,6 +267,15 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
         (CorrectionMode::None, None) => None,
         (_, None) => return Err(Error::NoRolloutLogprobs),
     };
+    let vespo = match cfg.objective {
+        Objective::Vespo { k_pos, lambda_pos, k_neg, lambda_neg } => {
+            if matches!(cfg.rollout_correction.mode, CorrectionMode::SequenceMask | CorrectionMode::SequenceTruncate) && correction.is_some() {
+                return Err(Error::VespoSequenceCorrection);
+            }
+            Some((k_pos, lambda_pos, k_neg, lambda_neg))
+        }
+        _ => None,
+    };
     let entropy_mask = match (cfg.top_entropy_quantile < 1.0, rows.entropy) {
         (false, _) => None,
         (true, Some(e)) => Some(high_entropy_mask(e, rows.mask, cfg.top_entropy_quantile)),
@@ -272,6 +305,11 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
             }
             None => 1.0,
         };
+        // VESPO's weight, a constant of the loss (TRL computes it under no_grad).
+        let phi = vespo.map_or(1.0, |params| {
+            let log_ratios = lp_row.iter().zip(old_row.unwrap_or(lp_row)).map(|(l, o)| l - o);
+            vespo_weight(a, log_ratios, correction.as_ref().map(|c| &c[span.clone()]), mask_row, params)
+        });
         // d L / d (the sequence's log weight), spread over its tokens after the row.
         let mut g_seq = 0f32;
         for t in 0..width {
@@ -280,8 +318,10 @@ pub fn policy_loss(rows: &Rows, cfg: &PolicyLoss) -> Result<(Vec<f32>, LossStats
             let w = mask * w_row;
             let log_weight = if sequence_value { seq_log_weight } else { old_row.map_or(0.0, |o| lp - o[t]) };
             let coef = log_weight.exp();
-            let term = policy_term(coef, lp, a, cfg, lo, hi);
-            let factor = keep * entropy_mask.as_ref().map_or(1.0, |m| m[i]) * correction.as_ref().map_or(1.0, |c| c[i]);
+            let term = policy_term(coef, lp, a, cfg, lo, hi, phi);
+            // VESPO takes the rollout correction into its weight instead (TRL: `loss_type != "vespo"`).
+            let is = if vespo.is_some() { 1.0 } else { correction.as_ref().map_or(1.0, |c| c[i]) };
+            let factor = keep * entropy_mask.as_ref().map_or(1.0, |m| m[i]) * is;
             let mut per_token = term.value * factor;
             let g_term = w * factor;
             let mut g_coef = g_term * term.d_coef;
