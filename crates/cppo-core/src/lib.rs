@@ -9,6 +9,8 @@
 //! - [`loss`]: the per-completion weight of each token in the batch loss;
 //! - [`passk`]: pass@k and avg@n for evaluation.
 
+#![forbid(unsafe_code)]
+
 pub mod advantage;
 pub mod chat;
 pub mod allocate;

@@ -2,6 +2,8 @@
 //! publish them), users' own JSON-lines and parquet files, generated arithmetic, the prompt templates
 //! that turn a problem into chat messages, and a resumable batch sampler.
 
+#![forbid(unsafe_code)]
+
 pub mod arith;
 pub mod dataset;
 pub mod error;

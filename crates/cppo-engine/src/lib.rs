@@ -1,6 +1,8 @@
 //! Batched generation for RL rollouts: a prompt prefilled once per question and shared by its samples,
 //! continuous batching, per-token log-probs, stop on EOS / stop strings / length, seeded and reproducible.
 
+#![forbid(unsafe_code)]
+
 pub mod agreement;
 pub mod backend;
 pub mod decoder_backend;

@@ -5,6 +5,8 @@
 //! `HF_TOKEN`) unless `HF_HUB_OFFLINE` forbids it. Every download is checked against the Hub's size and
 //! hash before it is returned; nothing reaches the network when the cache has what was asked for.
 
+#![forbid(unsafe_code)]
+
 pub mod cache;
 pub mod client;
 pub mod dataset;

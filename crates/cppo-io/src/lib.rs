@@ -2,6 +2,8 @@
 //! file, a Hugging Face directory out (`save_hf`, `convert_gguf`), the tokenizer with its chat template,
 //! and the fetch of the small model the tests and quickstart run.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod params;
 pub mod weights;

@@ -191,6 +191,9 @@ impl<T> Keys<T> {
 const SMALL_QUERIES: usize = 8;
 
 /// Fills `p (nq x total)` with the attention probabilities of `nq` queries over the segments.
+///
+/// # Safety
+/// `q` must address an `nq x d` matrix and each segment's `k` a `rows x d` matrix (rows `rs` apart).
 unsafe fn probabilities<T: Float>(
     nq: usize,
     q: View<T>,
@@ -321,6 +324,11 @@ pub unsafe fn head_forward<T: Float>(
 }
 
 /// Gradients of one head: `dq` is overwritten, `dk[s]` and `dv[s]` accumulate.
+///
+/// # Safety
+/// As `head_forward` for `q`, `segs` and `dout` (`nq x d`); `dk` and `dv` hold one view per
+/// segment; `dq` (`nq x d`) and `dk[s]`, `dv[s]` (segment s's `rows x d`) must be writable, alias
+/// none of the inputs nor each other, and be written by no other thread meanwhile.
 #[allow(clippy::too_many_arguments)]
 unsafe fn head_backward<T: Float>(
     nq: usize,
@@ -428,6 +436,10 @@ fn rope_inputs<T: Float>(op: &Attention, q: &[T], k: &[T]) -> Roped<T> {
 /// The key segments a span sees, for kv head `kh`.
 fn segments<T>(op: &Attention, span: &Span, k: *const T, v: *const T, kh: usize) -> Vec<Keys<T>> {
     let kw = op.kv_heads * op.head_dim;
+    // SAFETY: address arithmetic only: `row` is a span's or prefix's start (< layout.rows for a valid
+    // layout) and kh < kv_heads, so the offsets stay inside k and v of layout.rows x kw, the shapes
+    // `Attention::check` accepts. `forward` / `backward` run neither that check nor `validate`: their
+    // callers (the backend's) must have.
     let at = |row: usize| unsafe {
         (
             k.add(row * kw + kh * op.head_dim),
@@ -479,6 +491,10 @@ pub fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
         let segs = segments(op, span, kp.get() as *const T, vp.get() as *const T, kh);
         let mut p = Vec::new();
         for head in kh * g..(kh + 1) * g {
+            // SAFETY: q and out are layout.rows x qw (checked shapes, as in `segments`; out allocated above),
+            // so this head's rows of the span are in bounds; only this task writes them in `out`, as one task
+            // owns each (span, kv head) and the span's rows belong to it alone (the layout constructors make
+            // spans disjoint; `validate` does not check that).
             unsafe {
                 let qv = View::rows((qp.get() as *const T).add(span.start * qw + head * d), qw);
                 let ov = ViewMut::rows(out_ptr.get().add(span.start * qw + head * d), qw);
@@ -531,7 +547,10 @@ pub fn backward<T: Float>(
             let pl = if segs.len() == 2 { segs[0].rows } else { 0 };
             let mut dk_pre = vec![T::zero(); pl * d];
             let mut dv_pre = vec![T::zero(); pl * d];
+            // SAFETY: rows span.start.. of dk and dv (rows x kw, allocated above), kv head kh's columns: in
+            // bounds for a valid layout, and written only by this task (disjoint spans, as in `forward`).
             let own_k = ViewMut::rows(unsafe { dkp.get().add(span.start * kw + kh * d) }, kw);
+            // SAFETY: as for `own_k`, in dv.
             let own_v = ViewMut::rows(unsafe { dvp.get().add(span.start * kw + kh * d) }, kw);
             let (dks, dvs) = if pl > 0 {
                 (
@@ -543,6 +562,8 @@ pub fn backward<T: Float>(
             };
             let (mut p, mut dp) = (Vec::new(), Vec::new());
             for head in kh * g..(kh + 1) * g {
+                // SAFETY: as in `forward`: this head's rows of the span in q, dout and dq (rows x qw; dq allocated
+                // above), written in dq by this task alone; dks / dvs are this task's own views (see above).
                 unsafe {
                     let off = span.start * qw + head * d;
                     let qv = View::rows((qp.get() as *const T).add(off), qw);

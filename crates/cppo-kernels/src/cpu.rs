@@ -356,7 +356,9 @@ impl<T: Float> Backend for Cpu<T> {
                 .for_each_init(Vec::new, |p, head| {
                     let off = l.offset(row, head / g);
                     // SAFETY: the asserts above keep the cache row and the q / out rows of this head in
-                    // bounds; each task writes only its own head's columns of `out`.
+                    // bounds; each task writes only its own head's columns of `out`. They cover kv heads
+                    // below `kv_heads` only: `head / g` stays there when `heads` is a multiple of
+                    // `kv_heads`, which is NOT asserted here (the model's config check ensures it).
                     unsafe {
                         let keys = Keys {
                             k: kc.get().add(off) as *const T,

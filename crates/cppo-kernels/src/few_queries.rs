@@ -82,6 +82,9 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// The sums of four vectors, as the four lanes of one.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and VL. No memory is touched.
     #[target_feature(enable = "avx512f,avx512vl")]
     #[inline]
     unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
@@ -100,6 +103,11 @@ mod x86 {
     }
 
     /// `G` queries of `16 D` dimensions: scores into `p[g * len..]`, softmax, then `out = p v`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and VL; `q` and `out` must address `G` rows of `16 D` f32 (`16 D`
+    /// apart, not overlapping), `k` and `v` `len` rows of `16 D` readable f32 (`rs` apart), and `p`
+    /// hold `G * len` (its 4-lane stores are unchecked).
     #[target_feature(enable = "avx512f,avx512vl")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn group<const D: usize, const G: usize>(
@@ -198,6 +206,7 @@ mod tests {
             let scale = 1.0 / (d as f32).sqrt();
             let mut out = vec![f32::NAN; nq * d];
             let mut p = Vec::new();
+            // SAFETY: q holds nq x d, k and v len rows of rs >= d, out its own nq x d Vec.
             let ran = unsafe { attend(nq, d, q.as_ptr(), k.as_ptr(), v.as_ptr(), rs, len, scale, out.as_mut_ptr(), &mut p) };
             prop_assert!(ran);
             for i in 0..nq {

@@ -34,6 +34,9 @@ fn pair(lo: f32, hi: f32) -> u32 {
 }
 
 /// `a (m x k)` as `m.div_ceil(MR)` blocks of `kp` pairs x `MR` rows (zeros past the edges).
+///
+/// # Safety
+/// `a` must address an `m x k` matrix; on x86-64 the CPU must have AVX512-BF16 (as for `pack_panel`).
 unsafe fn pack_a(m: usize, k: usize, a: View<f32>, parallel: bool) -> Vec<u32> {
     let kp = k.div_ceil(2);
     let blocks = m.div_ceil(MR);
@@ -52,6 +55,10 @@ unsafe fn pack_a(m: usize, k: usize, a: View<f32>, parallel: bool) -> Vec<u32> {
 }
 
 /// Columns `j0..j0 + NR` of `b (k x n)` as `kp` pairs x `NR` columns (zeros past the edges).
+///
+/// # Safety
+/// `b` must address a `k x n` matrix, `j0 < n`, and `dst` hold `k.div_ceil(2) * NR`; on x86-64 the
+/// CPU must have AVX512-BF16 (as for `pack_panel`).
 unsafe fn pack_b(k: usize, n: usize, b: View<f32>, j0: usize, dst: &mut [u32]) {
     let cols = (n - j0).min(NR);
     if cols < NR {
@@ -64,6 +71,11 @@ unsafe fn pack_b(k: usize, n: usize, b: View<f32>, j0: usize, dst: &mut [u32]) {
 /// `dst[p * width + e] = (bf16 of element 2p, of element 2p + 1)` (zero past k). The two layouts the
 /// update's operands come in, k contiguous (`ks == 1`) and entries contiguous (`es == 1`), are
 /// converted 16 pairs at a time.
+///
+/// # Safety
+/// Entry `e < count`'s elements `kk < k` must be readable at `src + e * es + kk * ks`; `count <=
+/// width` and `dst.len() >= k.div_ceil(2) * width` (the vector packers write unchecked). On x86-64,
+/// where `ks == 1` or `es == 1`, the CPU must have AVX512-F/VL/BW/BF16 (those packers' features).
 unsafe fn pack_panel(
     src: *const f32,
     es: usize,
@@ -181,6 +193,12 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// 16 pairs from 32 consecutive f32 (fewer at the end of k, zeros after).
+    ///
+    /// # Safety
+    /// The CPU must have AVX512-F/VL/BW/BF16, and the first `min(left, 32)` f32 from `p` be readable
+    /// (the masked loads read no others). UNSOUND EDGE, left as found: `p.add(16)` is formed even when
+    /// `left < 16`, which can point more than one past the end of the buffer (UB by `pointer::add`'s
+    /// rules, though nothing is read there); `p.wrapping_add(16)` would not be.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[inline]
     unsafe fn pairs32(p: *const f32, left: usize) -> __m512i {
@@ -201,6 +219,10 @@ mod x86 {
 
     /// `pack_panel` for k contiguous: each entry's pairs are converted in runs of 16 and spread
     /// `width` apart.
+    ///
+    /// # Safety
+    /// The CPU must have AVX512-F/VL/BW/BF16; entry `e < count` must have `k` readable f32 from
+    /// `src + e * es`; `count <= width` and `dst.len() >= k.div_ceil(2) * width` (writes are unchecked).
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     pub(super) unsafe fn pack_k_contiguous(
         src: *const f32,
@@ -230,6 +252,13 @@ mod x86 {
 
     /// `pack_panel` for entries contiguous: each pair of k rows is converted 16 entries at a time and
     /// interleaved into place.
+    ///
+    /// # Safety
+    /// The CPU must have AVX512-F/VL/BW/BF16; row `kk < k` must have `count` readable f32 from
+    /// `src + kk * ks`; `count <= width` and `dst.len() >= k.div_ceil(2) * width` (writes are unchecked).
+    /// UNSOUND EDGE, left as found: for odd `k` the last pass forms `r1 = src + k * ks` (never read),
+    /// which can lie more than one past the buffer's end (when `src` is not its start);
+    /// `wrapping_add` would not.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     pub(super) unsafe fn pack_entries_contiguous(
         src: *const f32,
@@ -269,6 +298,11 @@ mod x86 {
     }
 
     /// One tile: `rows (<= MR) x cols (<= NR)` of `d (+)= scale * a-block @ b-strip` over `kp` pairs.
+    ///
+    /// # Safety
+    /// The CPU must have AVX512-F/VL/BW/BF16; `a` must hold `kp * MR` and `b` `kp * NR` packed pairs;
+    /// `d` must address `rows x cols` writable f32 (`rows <= MR`, `cols <= NR`) that no other thread
+    /// touches meanwhile.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
     pub(super) unsafe fn tile(
@@ -379,6 +413,8 @@ mod tests {
             let av = if a_t { View { ptr: a.as_ptr(), rs: 1, cs: m } } else { View::rows(a.as_ptr(), k) };
             let bv = if b_t { View { ptr: b.as_ptr(), rs: 1, cs: k } } else { View::rows(b.as_ptr(), n) };
             let dv = if col_major { ViewMut { ptr: out.as_mut_ptr(), rs: 1, cs: m } } else { ViewMut::rows(out.as_mut_ptr(), n) };
+            // SAFETY: the views address a (m x k), b (k x n) and out (m x n) exactly as laid out above, each
+            // transposed or not as the view says; out is its own Vec, overlapping neither input.
             let ran = unsafe { matmul(m, n, k, dv, acc, av, bv, 0.5, par) };
             prop_assert!(ran);
             let want = reference(m, n, k, &a, a_t, &b, b_t);
@@ -402,6 +438,7 @@ mod tests {
         let (m, n, k) = (37, 100, 300);
         let (a, b) = (values(m * k, 4), values(k * n, 5));
         let mut out = vec![0f32; m * n];
+        // SAFETY: row-major views of a (m x k), b (k x n) and out (m x n), each its own Vec.
         assert!(unsafe {
             matmul(
                 m,

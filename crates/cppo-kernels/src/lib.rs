@@ -259,6 +259,8 @@ impl Float for f32 {
                 gemm::threads(),
             )
     }
+    /// # Safety
+    /// As [`Float::matmul_bf16`]: that of `gemm::matmul` (`gemm_bf16::matmul` checks the CPU itself).
     unsafe fn matmul_bf16(
         m: usize,
         n: usize,
@@ -275,6 +277,8 @@ impl Float for f32 {
     fn project(x: &[f32], n: usize, din: usize, outs: &mut [linear::ProjectOut<f32>]) {
         linear::project_f32(x, n, din, outs)
     }
+    /// # Safety
+    /// As [`Float::few_queries`]: that of `few_queries::attend` (which checks the CPU itself).
     unsafe fn few_queries(
         nq: usize,
         d: usize,

@@ -41,6 +41,9 @@ pub fn accumulate<T: Float>(
     p: Precision,
 ) {
     let n = x.len() / din.max(1);
+    // SAFETY: x holds n rows of din (the definition of n); y (n x dout) and w (dout x din) are trusted
+    // to be that long: NOT checked here (a short slice from a caller would be read or written out of
+    // bounds; the backend's callers check shapes). y is a `&mut` slice, so it overlaps neither input.
     if p.is_bf16()
         && unsafe {
             T::matmul_bf16(
@@ -63,6 +66,8 @@ pub fn accumulate<T: Float>(
     }
     if n > 1 && n <= SKINNY_ROWS {
         let mut t = vec![T::zero(); n * dout];
+        // SAFETY: t is n x dout (column-major) by construction; x and w as in the bf16 product above
+        // (w trusted, not checked).
         unsafe {
             matmul(
                 Precision::F32,
@@ -84,6 +89,7 @@ pub fn accumulate<T: Float>(
         transpose_into(y, &t, n, dout, add);
         return;
     }
+    // SAFETY: as for the bf16 product above: x by the definition of n; y and w trusted, not checked.
     unsafe {
         matmul(
             Precision::F32,
@@ -182,6 +188,8 @@ pub fn grad_input<T: Float>(
     p: Precision,
 ) {
     let n = g.len() / dout.max(1);
+    // SAFETY: g holds n rows of dout (the definition of n); dx (n x din) and w (dout x din) are trusted,
+    // NOT checked; dx is a `&mut` slice, so it overlaps neither input.
     unsafe {
         matmul(
             p,
@@ -208,6 +216,8 @@ pub fn grad_weight<T: Float>(
 ) -> Vec<T> {
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];
+    // SAFETY: dw is dout x din by construction and g n x dout by the definition of n; x (n x din) is
+    // trusted, NOT checked.
     unsafe {
         matmul(
             p,

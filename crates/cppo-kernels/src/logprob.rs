@@ -52,6 +52,9 @@ fn logits_chunk<T: Float>(
     let slots = hs.len() / width;
     out.clear();
     out.resize(slots * vc, T::zero());
+    // SAFETY: out is resized to slots x vc here and hs holds slots rows of width (the definition of
+    // slots); w must hold vocabulary rows v0..v0 + vc of width: trusted, NOT checked (neither
+    // `forward` nor `backward_into` compares w.len() with vocab * width).
     unsafe {
         matmul(
             mp,
@@ -194,6 +197,9 @@ pub fn backward_into<T: Float>(
                     z[tgt - v0] += gi;
                 }
             });
+        // SAFETY: dhs (slots x width), buf (slots x n: recomputed, or a kept chunk of that length) and hs
+        // are sized here; w's and dw's rows v0..v0 + n are trusted to exist (w.len(), dw.len() >= vocab *
+        // width is NOT checked); dw is a `&mut` slice, so it overlaps none of the inputs.
         unsafe {
             if dh.is_some() {
                 matmul(

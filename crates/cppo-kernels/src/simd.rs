@@ -6,6 +6,8 @@
 pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if avx2() {
+        // SAFETY: avx2() holds only where the CPU has AVX2 and FMA (`isa::detected` checks both), the
+        // features `x86::dot` is compiled for; it reads below `min(a.len(), b.len())` only.
         return unsafe { x86::dot(a, b) };
     }
     dot_generic(a, b)
@@ -15,6 +17,8 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 pub fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if avx2() {
+        // SAFETY: AVX2 and FMA are present (as in `dot_f32`); `x86::axpy` reads and writes below
+        // `min(x.len(), y.len())` only.
         return unsafe { x86::axpy(alpha, x, y) };
     }
     for (o, &v) in y.iter_mut().zip(x) {
@@ -26,6 +30,8 @@ pub fn axpy_f32(alpha: f32, x: &[f32], y: &mut [f32]) {
 pub fn exp_stats_f32(z: &[f32], shift: f32) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
     if avx2() {
+        // SAFETY: AVX2 and FMA are present (as in `dot_f32`); `x86::exp_stats` loads 8 lanes only while
+        // `i + 8 <= z.len()`.
         return unsafe { x86::exp_stats(z, shift) };
     }
     let (mut s, mut t) = (0.0, 0.0);
@@ -41,6 +47,8 @@ pub fn exp_stats_f32(z: &[f32], shift: f32) -> (f32, f32) {
 pub fn exp_scale_f32(z: &mut [f32], shift: f32, scale: f32) {
     #[cfg(target_arch = "x86_64")]
     if avx2() {
+        // SAFETY: AVX2 and FMA are present (as in `dot_f32`); `x86::exp_scale` loads and stores 8 lanes
+        // only while `i + 8 <= z.len()`.
         return unsafe { x86::exp_scale(z, shift, scale) };
     }
     for x in z.iter_mut() {
@@ -73,6 +81,8 @@ fn avx2() -> bool {
 mod x86 {
     use std::arch::x86_64::*;
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. No memory is touched.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn hsum(v: __m256) -> f32 {
         let lo = _mm256_castps256_ps128(v);
@@ -85,6 +95,9 @@ mod x86 {
 
     /// exp of 8 lanes, Cephes-style: 2^n * p(r) with r = x - n ln 2; relative error about 2e-7 on
     /// [-87, 88] (inputs are clamped there, below which the result is negligible in a softmax).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. No memory is touched.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn exp8(x: __m256) -> __m256 {
         let x = _mm256_min_ps(
@@ -116,6 +129,9 @@ mod x86 {
         _mm256_mul_ps(y, pow2)
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (`isa::has(Isa::Avx2)`). Any lengths: only the first
+    /// `min(a.len(), b.len())` elements are read.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len().min(b.len());
@@ -150,6 +166,9 @@ mod x86 {
         s
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (`isa::has(Isa::Avx2)`). Any lengths: only the first
+    /// `min(x.len(), y.len())` elements are read and written.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
         let n = x.len().min(y.len());
@@ -170,6 +189,8 @@ mod x86 {
         }
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (`isa::has(Isa::Avx2)`); every access is within `z`.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn exp_stats(z: &[f32], shift: f32) -> (f32, f32) {
         let sh = _mm256_set1_ps(shift);
@@ -192,6 +213,8 @@ mod x86 {
         (s, t)
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (`isa::has(Isa::Avx2)`); every access is within `z`.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn exp_scale(z: &mut [f32], shift: f32, scale: f32) {
         let (sh, sc) = (_mm256_set1_ps(shift), _mm256_set1_ps(scale));

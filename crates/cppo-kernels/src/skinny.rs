@@ -150,7 +150,11 @@ pub fn matmul_many_at(
             if lo < hi && lo < base + s.n {
                 let j0 = lo - base;
                 let j1 = (hi - base).min(s.n);
-                // SAFETY: the asserts above bound every access; tasks write disjoint output columns.
+                // SAFETY: the asserts above bound every access for rows < m and columns < o.n; `level`
+                // is at most this machine's (checked on entry) and xb is non-empty only at AVX512-BF16.
+                // Tasks take disjoint output columns, which are disjoint memory only where `ys >= n`
+                // or `m == 1`: NOT checked (a caller's `ys < n` would make two tasks write one
+                // element, a data race; every caller in the workspace passes `ys == n`).
                 unsafe { kernel(level, m, k, x.as_ptr(), (&xb, kp), s, j0, j1) };
                 lo = base + j1;
             }
@@ -175,13 +179,17 @@ struct Seg<'a> {
 }
 // SAFETY: tasks read `w` and write disjoint columns of `y`.
 unsafe impl Send for Seg<'_> {}
+// SAFETY: as for `Send`: a shared `Seg` is only read; its `y` is written through by the one task
+// that owns each column range.
 unsafe impl Sync for Seg<'_> {}
 
 /// Output columns `j0..j1` of one weight, by the kernel of `level`; `xb` holds the inputs in bf16 (rows
 /// `kp` apart) when bf16 weights take the dot-product kernel.
 ///
 /// # Safety
-/// `level` is no higher than this machine's; the pointers address the sizes given.
+/// `level` is no higher than this machine's, and `xb.0` is non-empty only where it has AVX512-BF16
+/// (rows `xb.1` apart, zero-padded); the pointers address the sizes given; no other thread writes
+/// columns `j0..j1` of `s.y` meanwhile.
 #[allow(clippy::too_many_arguments)]
 unsafe fn kernel(
     level: Isa,
@@ -273,11 +281,15 @@ mod avx2 {
 
     /// A weight element type: 8 of them widened to f32 lanes, or one.
     pub(super) trait Elem: Copy {
+        /// # Safety
+        /// The CPU must have AVX2 and FMA; 8 elements must be readable from `p`.
         unsafe fn load(p: *const Self) -> __m256;
         fn value(self) -> f32;
     }
 
     impl Elem for f32 {
+        /// # Safety
+        /// As [`Elem::load`]: AVX2 and FMA, 8 readable f32 at `p`.
         #[target_feature(enable = "avx2,fma")]
         #[inline]
         unsafe fn load(p: *const f32) -> __m256 {
@@ -290,6 +302,8 @@ mod avx2 {
     }
 
     impl Elem for u16 {
+        /// # Safety
+        /// As [`Elem::load`]: AVX2 and FMA, 8 readable u16 at `p`.
         #[target_feature(enable = "avx2,fma")]
         #[inline]
         unsafe fn load(p: *const u16) -> __m256 {
@@ -303,6 +317,8 @@ mod avx2 {
         }
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA. No memory is touched.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn hsum(v: __m256) -> f32 {
@@ -314,6 +330,11 @@ mod avx2 {
     /// Input rows `x[0..R]` (k apart) against weight rows `w[0..C]` (k apart): `y[t * ys + c] (+)=`
     /// their dot products (the last `k % 8` elements summed one by one); `ahead` is prefetched a line
     /// per weight row per step. 4 x 3 sums, 3 weight vectors and one input take the 16 registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` must address `R` rows and `w` `C` rows of `k` elements (`k`
+    /// apart), `ahead` `ahead_rows` such rows (prefetched only, but the addresses must stay inside the
+    /// weight); `y[t * ys + c]` for `t < R`, `c < C` must be writable, by this thread alone.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -359,6 +380,9 @@ mod avx2 {
     }
 
     /// Up to 4 input rows against C weight rows.
+    ///
+    /// # Safety
+    /// As `block` with `R = r` (1 to 4).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -382,6 +406,11 @@ mod avx2 {
     }
 
     /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` must address `m x k` f32 and `w` at least `j1` rows of `k`
+    /// elements; row `i < m` of `y` starts at `y + i * ys`, and its columns `j0..j1` must be writable and
+    /// written by no other thread meanwhile.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn columns<E: Elem>(
@@ -402,6 +431,9 @@ mod avx2 {
             4,
             j0,
             j1,
+            // SAFETY: `walk` hands out `i + r <= m`, `j + c <= j1` and a prefetch run of `pf` rows from
+            // `ahead` that ends below `j1`, so every pointer formed here stays inside x, w and y as this
+            // function's caller guarantees; the CPU features are the caller's guarantee too.
             |i, r, j, c, pf, ahead| unsafe {
                 let (xi, wj, next, yi) = (
                     x.add(i * k),
@@ -425,16 +457,24 @@ mod avx512 {
 
     /// A weight element type: 16 of them widened to f32 lanes.
     pub(super) trait Elem: Copy {
+        /// # Safety
+        /// The CPU must have AVX-512 F/VL/BW; 16 elements must be readable from `p`.
         unsafe fn load(p: *const Self) -> __m512;
+        /// # Safety
+        /// As `load`, for the elements whose `mask` bit is set (the others are not read).
         unsafe fn load_masked(mask: __mmask16, p: *const Self) -> __m512;
     }
 
     impl Elem for f32 {
+        /// # Safety
+        /// As [`Elem::load`]: AVX-512 F/VL/BW, 16 readable f32 at `p`.
         #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
         #[inline]
         unsafe fn load(p: *const f32) -> __m512 {
             _mm512_loadu_ps(p)
         }
+        /// # Safety
+        /// As [`Elem::load_masked`]: AVX-512 F/VL/BW, the masked-in f32 at `p` readable.
         #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
         #[inline]
         unsafe fn load_masked(mask: __mmask16, p: *const f32) -> __m512 {
@@ -443,6 +483,8 @@ mod avx512 {
     }
 
     impl Elem for u16 {
+        /// # Safety
+        /// As [`Elem::load`]: AVX-512 F/VL/BW, 16 readable u16 at `p`.
         #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
         #[inline]
         unsafe fn load(p: *const u16) -> __m512 {
@@ -450,6 +492,8 @@ mod avx512 {
                 _mm256_loadu_si256(p as *const __m256i),
             )))
         }
+        /// # Safety
+        /// As [`Elem::load_masked`]: AVX-512 F/VL/BW, the masked-in u16 at `p` readable.
         #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
         #[inline]
         unsafe fn load_masked(mask: __mmask16, p: *const u16) -> __m512 {
@@ -460,6 +504,9 @@ mod avx512 {
     }
 
     /// The sums of four vectors, as the four lanes of one.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/VL/BW. No memory is touched.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
     unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
@@ -479,6 +526,9 @@ mod avx512 {
 
     /// Input rows `x[0..R]` (k apart) against weight rows `w[0..C]` (k apart): `y[t * ys + c] (+)=`
     /// their dot products; `ahead` is prefetched a line per weight row per step.
+    ///
+    /// # Safety
+    /// As `avx2::block`, with AVX-512 F/VL/BW (the last `k % 16` elements are read by masked loads).
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -528,6 +578,10 @@ mod avx512 {
     }
 
     /// `y[t * ys + c] (+)=` the lane sum of `acc[t][c]`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/VL/BW; `y[t * ys + c]` for `t < R`, `c < C` must be writable (and
+    /// readable when `add`), by this thread alone.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
     unsafe fn store<const R: usize, const C: usize>(
@@ -555,6 +609,11 @@ mod avx512 {
 
     /// As `block`, for bf16 inputs `x` (rows `kp` apart, zero-padded) and bf16 weights, by dot
     /// products of bf16 pairs summed into f32.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/VL/BW/BF16; `x` must address `R` rows of `kp` bf16 (`kp` apart:
+    /// `k` rounded up to 32, zero-padded), `w` `C` rows and `ahead` `ahead_rows` rows of `k` bf16 (`k`
+    /// apart; the tail is read by masked loads); `y` as for `store`.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -603,6 +662,8 @@ mod avx512 {
         store::<R, C>(&acc, y, ys, add);
     }
 
+    /// # Safety
+    /// As `block_dot` with `R = r` (1 to 8).
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -631,6 +692,10 @@ mod avx512 {
     }
 
     /// As `columns`, by `block_dot`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F/VL/BW/BF16; `x` must address `m` rows of `kp` bf16 (zero-padded),
+    /// `w` at least `j1` rows of `k` bf16; `y` as for `avx2::columns`.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn columns_dot(
@@ -645,6 +710,8 @@ mod avx512 {
         j0: usize,
         j1: usize,
     ) {
+        // SAFETY: as in `avx2::columns`: `walk` keeps rows below m and weight rows below j1, so every
+        // pointer stays inside x (rows kp apart), w and y as the caller guarantees, with its CPU features.
         super::walk(m, k, 2, 8, j0, j1, |i, r, j, c, pf, ahead| unsafe {
             let (xi, wj, next, yi) = (
                 x.add(i * kp),
@@ -661,6 +728,9 @@ mod avx512 {
     }
 
     /// Up to 8 input rows against C weight rows.
+    ///
+    /// # Safety
+    /// As `block` with `R = r` (1 to 8).
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -688,6 +758,9 @@ mod avx512 {
     }
 
     /// Output columns `j0..j1` of `y (m x n, ys apart) (+)= x (m x k) @ w (n x k)^T`.
+    ///
+    /// # Safety
+    /// As `avx2::columns`, with AVX-512 F/VL/BW.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn columns<E: Elem>(
@@ -708,6 +781,8 @@ mod avx512 {
             8,
             j0,
             j1,
+            // SAFETY: as in `avx2::columns`: `walk` keeps rows below m and weight rows below j1, so every
+            // pointer stays inside x, w and y as the caller guarantees, with its CPU features.
             |i, r, j, c, pf, ahead| unsafe {
                 let (xi, wj, next, yi) = (
                     x.add(i * k),

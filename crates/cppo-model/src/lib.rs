@@ -2,6 +2,8 @@
 //! through a tape with a hand-written backward) and its cached generation path. Kernels live in
 //! `cppo-kernels`, loading and saving in `cppo-io`.
 
+#![forbid(unsafe_code)]
+
 mod cache_rows;
 pub mod decoder;
 pub mod device_cache;

@@ -3,6 +3,8 @@
 //!
 //! Every grader is total: any string in, a [`Score`] out, in bounded time ([`limits`]).
 
+#![forbid(unsafe_code)]
+
 pub mod brevity;
 mod error;
 pub mod external;

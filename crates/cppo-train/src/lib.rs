@@ -1,5 +1,7 @@
 //! The cppo trainer.
 
+#![forbid(unsafe_code)]
+
 pub mod optim;
 pub mod schedule;
 pub mod config;

@@ -1,5 +1,7 @@
 //! The `cppo` command line: each subcommand parses its arguments and calls one library function.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 

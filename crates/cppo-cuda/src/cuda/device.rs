@@ -111,8 +111,9 @@ impl Device {
             return Err(Error::Driver(format!("uploading {}-byte values as {dtype:?}", std::mem::size_of::<T>())));
         }
         let mut b = self.alloc(dtype, data.len())?;
-        // SAFETY: T is a plain number type of `dtype.size()` bytes (checked above), so its memory
-        // is `size_of_val(data)` initialised bytes.
+        // SAFETY: sound for the plain number types the callers pass (f32, i32, f64, i64, u16):
+        // `size_of_val(data)` initialised bytes. Only T's size is checked above, NOT that T has no
+        // padding: a padded `T: Copy` (e.g. `(u8, u16)`) would expose uninitialised bytes.
         let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
         self.stream.memcpy_htod(bytes, &mut b.slice).map_err(|e| driver("copying to the device", e))?;
         Ok(b)
@@ -148,7 +149,9 @@ impl Device {
         }
         let mut out = vec![T::default(); b.len];
         // SAFETY: `out` owns `len * size_of::<T>()` bytes; any bit pattern the kernels wrote is a
-        // valid value of the plain number type T.
+        // valid value of the plain number types the callers read (f32, i32, f64, i64, u16). Only T's
+        // size is checked above, NOT that every bit pattern is a valid T: `char` or `Option<&U>`
+        // (both `Copy + Default`) would be UB.
         let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, std::mem::size_of_val(out.as_slice())) };
         let view = b.slice.slice(0..bytes.len());
         self.stream.memcpy_dtoh(&view, bytes).map_err(|e| driver("copying from the device", e))?;

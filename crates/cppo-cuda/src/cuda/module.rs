@@ -68,6 +68,7 @@ pub fn versions() -> String {
     let (mut drv, mut major, mut minor) = (0, 0, 0);
     // SAFETY: plain out-parameters; both libraries were probed (`libs`) before any module loads.
     let d = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut drv) }.result();
+    // SAFETY: as above: two plain out-parameters.
     let n = unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }.result();
     let drv = if d.is_ok() { format!("{}.{}", drv / 1000, (drv % 1000) / 10) } else { format!("unknown ({d:?})") };
     let nv = if n.is_ok() { format!("{major}.{minor}") } else { format!("unknown ({n:?})") };
@@ -143,7 +144,9 @@ impl Launcher for Device {
         let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
         // SAFETY: `launch` checked the arguments against the kernel's signature (which the emulation
         // tests check against the source); each parameter is read from an 8-byte slot holding its
-        // value in its first bytes; pointers are device buffers sized by the ops' checks.
+        // value in its first bytes; pointers are device buffers sized by the ops' checks. NOT checked
+        // here: `Launcher::launch_raw` is a safe method, so a direct call with fewer arguments than
+        // the kernel takes would have the driver read past `params`.
         unsafe {
             cudarc::driver::result::launch_kernel(f.cu_function(), cfg.grid, cfg.block, cfg.shared_mem_bytes, self.stream.cu_stream(), &mut params)
         }

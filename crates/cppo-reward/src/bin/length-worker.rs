@@ -2,6 +2,8 @@
 //! completion of at most N characters and 0.0 for a longer one, speaking cppo's JSON-lines protocol
 //! (`[[reward.command]] name = "short", argv = ["length-worker", "200"]`).
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
