@@ -77,7 +77,11 @@ impl From<Buf> for Arg {
 /// Runs kernels. Implementations may assume the arguments match the kernel's signature and the
 /// geometry is within the hardware's limits (`launch` checks both).
 pub trait Launcher {
-    fn launch_raw(&mut self, kernel: &'static Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()>;
+    /// # Safety
+    /// `args` must match `kernel.sig` (one argument per code, of that kind) and `cfg` be within the
+    /// hardware's limits, as `launch` checks: the driver reads the arguments as the signature says and
+    /// would read past `args` otherwise. Pointer arguments must be live buffers as the kernel uses them.
+    unsafe fn launch_raw(&mut self, kernel: &'static Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()>;
 
     /// The most dynamic shared memory a block may use on this device.
     fn max_shared_bytes(&self) -> u32 {
@@ -108,5 +112,7 @@ pub fn launch(l: &mut (impl Launcher + ?Sized), name: &str, cfg: LaunchConfig, a
             detail: format!("{} bytes of shared memory, at most {}", cfg.shared_mem_bytes, l.max_shared_bytes()),
         });
     }
-    l.launch_raw(k, cfg, args)
+    // SAFETY: the arguments match the kernel's signature and the geometry is within the limits (both
+    // checked above); the buffers are the callers' (each op checks its buffers' types and lengths).
+    unsafe { l.launch_raw(k, cfg, args) }
 }

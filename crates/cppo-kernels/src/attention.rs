@@ -118,6 +118,12 @@ impl AttnLayout {
                 }
             }
         }
+        // Each span's rows are written by its own tasks alone: two spans must not share a row.
+        let mut by_start: Vec<&Span> = self.spans.iter().filter(|s| s.len > 0).collect();
+        by_start.sort_by_key(|s| s.start);
+        if let Some(w) = by_start.windows(2).find(|w| w[0].start + w[0].len > w[1].start) {
+            bail!("attention layout: spans {:?} and {:?} overlap", w[0], w[1]);
+        }
         Ok(())
     }
 }
@@ -438,8 +444,7 @@ fn segments<T>(op: &Attention, span: &Span, k: *const T, v: *const T, kh: usize)
     let kw = op.kv_heads * op.head_dim;
     // SAFETY: address arithmetic only: `row` is a span's or prefix's start (< layout.rows for a valid
     // layout) and kh < kv_heads, so the offsets stay inside k and v of layout.rows x kw, the shapes
-    // `Attention::check` accepts. `forward` / `backward` run neither that check nor `validate`: their
-    // callers (the backend's) must have.
+    // `Attention::check` accepts; `forward` / `backward` assert those (`assert_inputs`) first.
     let at = |row: usize| unsafe {
         (
             k.add(row * kw + kh * op.head_dim),
@@ -470,7 +475,21 @@ fn segments<T>(op: &Attention, span: &Span, k: *const T, v: *const T, kh: usize)
     segs
 }
 
+/// The shapes and layout the raw-pointer walks below rely on, checked before any of them: q is rows x
+/// heads * head_dim, k and v rows x kv_heads * head_dim, heads a multiple of kv_heads, the layout valid
+/// (spans and prefixes in range, spans disjoint).
+fn assert_inputs<T>(op: &Attention, q: &[T], k: &[T], v: &[T]) {
+    let rows = op.layout.rows;
+    let (qw, kw) = (op.heads * op.head_dim, op.kv_heads * op.head_dim);
+    assert!(q.len() == rows * qw && k.len() == rows * kw && v.len() == rows * kw, "attention: q {} / k {} / v {} for {rows} rows of {qw} / {kw}", q.len(), k.len(), v.len());
+    assert!(op.kv_heads > 0 && op.heads % op.kv_heads == 0, "attention: {} heads over {} kv heads", op.heads, op.kv_heads);
+    if let Err(e) = op.layout.validate() {
+        panic!("{e}");
+    }
+}
+
 pub fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
+    assert_inputs(op, q, k, v);
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let qw = h * d;
@@ -493,8 +512,8 @@ pub fn forward<T: Float>(op: &Attention, q: &[T], k: &[T], v: &[T]) -> Vec<T> {
         for head in kh * g..(kh + 1) * g {
             // SAFETY: q and out are layout.rows x qw (checked shapes, as in `segments`; out allocated above),
             // so this head's rows of the span are in bounds; only this task writes them in `out`, as one task
-            // owns each (span, kv head) and the span's rows belong to it alone (the layout constructors make
-            // spans disjoint; `validate` does not check that).
+            // owns each (span, kv head) and the span's rows belong to it alone (spans are disjoint:
+            // `assert_inputs`).
             unsafe {
                 let qv = View::rows((qp.get() as *const T).add(span.start * qw + head * d), qw);
                 let ov = ViewMut::rows(out_ptr.get().add(span.start * qw + head * d), qw);
@@ -513,6 +532,8 @@ pub fn backward<T: Float>(
     v: &[T],
     dout: &[T],
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
+    assert_inputs(op, q, k, v);
+    assert_eq!(dout.len(), q.len(), "attention backward: dout of {} for q of {}", dout.len(), q.len());
     let (h, d) = (op.heads, op.head_dim);
     let g = op.heads / op.kv_heads;
     let (qw, kw) = (h * d, op.kv_heads * d);

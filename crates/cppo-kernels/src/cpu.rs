@@ -323,6 +323,8 @@ impl<T: Float> Backend for Cpu<T> {
         out: &mut [T],
     ) {
         let hd = l.head_dim;
+        // Query head h reads kv head h / g: heads must be a whole multiple of the kv heads.
+        assert!(l.kv_heads > 0 && heads % l.kv_heads == 0, "cached_attention: {heads} heads over {} kv heads", l.kv_heads);
         let (qw, g) = (heads * hd, heads / l.kv_heads);
         let n = queries.len();
         assert!(
@@ -357,8 +359,8 @@ impl<T: Float> Backend for Cpu<T> {
                     let off = l.offset(row, head / g);
                     // SAFETY: the asserts above keep the cache row and the q / out rows of this head in
                     // bounds; each task writes only its own head's columns of `out`. They cover kv heads
-                    // below `kv_heads` only: `head / g` stays there when `heads` is a multiple of
-                    // `kv_heads`, which is NOT asserted here (the model's config check ensures it).
+                    // below `kv_heads`, where `head / g` stays since `heads` is a multiple of `kv_heads`
+                    // (asserted above).
                     unsafe {
                         let keys = Keys {
                             k: kc.get().add(off) as *const T,

@@ -196,15 +196,15 @@ mod x86 {
     ///
     /// # Safety
     /// The CPU must have AVX512-F/VL/BW/BF16, and the first `min(left, 32)` f32 from `p` be readable
-    /// (the masked loads read no others). UNSOUND EDGE, left as found: `p.add(16)` is formed even when
-    /// `left < 16`, which can point more than one past the end of the buffer (UB by `pointer::add`'s
-    /// rules, though nothing is read there); `p.wrapping_add(16)` would not be.
+    /// (the masked loads read no others; the second half's address is formed with `wrapping_add`, so
+    /// it may lie past the buffer when fewer than 16 are left).
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     #[inline]
     unsafe fn pairs32(p: *const f32, left: usize) -> __m512i {
         let (m0, m1) = (mask16(left), mask16(left.saturating_sub(16)));
         let lo = _mm512_maskz_loadu_ps(m0, p);
-        let hi = _mm512_maskz_loadu_ps(m1, p.add(16));
+        // wrapping_add: fewer than 16 values may be left, and a masked load reads none of them.
+        let hi = _mm512_maskz_loadu_ps(m1, p.wrapping_add(16));
         std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo))
     }
 
@@ -256,9 +256,8 @@ mod x86 {
     /// # Safety
     /// The CPU must have AVX512-F/VL/BW/BF16; row `kk < k` must have `count` readable f32 from
     /// `src + kk * ks`; `count <= width` and `dst.len() >= k.div_ceil(2) * width` (writes are unchecked).
-    /// UNSOUND EDGE, left as found: for odd `k` the last pass forms `r1 = src + k * ks` (never read),
-    /// which can lie more than one past the buffer's end (when `src` is not its start);
-    /// `wrapping_add` would not.
+    /// For odd `k` the last pass's second row does not exist: its address is formed with
+    /// `wrapping_add` and never read.
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512bf16")]
     pub(super) unsafe fn pack_entries_contiguous(
         src: *const f32,
@@ -275,7 +274,7 @@ mod x86 {
         );
         let zero = _mm512_setzero_ps();
         for p in 0..k.div_ceil(2) {
-            let (r0, r1) = (src.add(2 * p * ks), src.add((2 * p + 1) * ks));
+            let (r0, r1) = (src.add(2 * p * ks), src.wrapping_add((2 * p + 1) * ks));
             let out = dst.as_mut_ptr().add(p * width);
             let mut e = 0;
             while e < count {

@@ -41,9 +41,10 @@ pub fn accumulate<T: Float>(
     p: Precision,
 ) {
     let n = x.len() / din.max(1);
-    // SAFETY: x holds n rows of din (the definition of n); y (n x dout) and w (dout x din) are trusted
-    // to be that long: NOT checked here (a short slice from a caller would be read or written out of
-    // bounds; the backend's callers check shapes). y is a `&mut` slice, so it overlaps neither input.
+    // The products below read and write through raw views: a short slice must stop here, not there.
+    assert!(y.len() >= n * dout && w.len() >= dout * din, "linear: y {} / w {} for {n} rows of {din} -> {dout}", y.len(), w.len());
+    // SAFETY: x holds n rows of din (the definition of n); y (n x dout) and w (dout x din) are at least
+    // that long (asserted above). y is a `&mut` slice, so it overlaps neither input.
     if p.is_bf16()
         && unsafe {
             T::matmul_bf16(
@@ -66,8 +67,7 @@ pub fn accumulate<T: Float>(
     }
     if n > 1 && n <= SKINNY_ROWS {
         let mut t = vec![T::zero(); n * dout];
-        // SAFETY: t is n x dout (column-major) by construction; x and w as in the bf16 product above
-        // (w trusted, not checked).
+        // SAFETY: t is n x dout (column-major) by construction; x and w as in the bf16 product above.
         unsafe {
             matmul(
                 Precision::F32,
@@ -89,7 +89,7 @@ pub fn accumulate<T: Float>(
         transpose_into(y, &t, n, dout, add);
         return;
     }
-    // SAFETY: as for the bf16 product above: x by the definition of n; y and w trusted, not checked.
+    // SAFETY: as for the bf16 product above: x by the definition of n; y and w asserted.
     unsafe {
         matmul(
             Precision::F32,
@@ -188,8 +188,9 @@ pub fn grad_input<T: Float>(
     p: Precision,
 ) {
     let n = g.len() / dout.max(1);
-    // SAFETY: g holds n rows of dout (the definition of n); dx (n x din) and w (dout x din) are trusted,
-    // NOT checked; dx is a `&mut` slice, so it overlaps neither input.
+    assert!(dx.len() >= n * din && w.len() >= dout * din, "linear backward: dx {} / w {} for {n} rows of {din} <- {dout}", dx.len(), w.len());
+    // SAFETY: g holds n rows of dout (the definition of n); dx (n x din) and w (dout x din) are at least
+    // that long (asserted above); dx is a `&mut` slice, so it overlaps neither input.
     unsafe {
         matmul(
             p,
@@ -216,8 +217,9 @@ pub fn grad_weight<T: Float>(
 ) -> Vec<T> {
     let n = g.len() / dout.max(1);
     let mut dw = vec![T::zero(); dout * din];
-    // SAFETY: dw is dout x din by construction and g n x dout by the definition of n; x (n x din) is
-    // trusted, NOT checked.
+    assert!(x.len() >= n * din, "linear weight gradient: x {} for {n} rows of {din}", x.len());
+    // SAFETY: dw is dout x din by construction, g n x dout by the definition of n, and x n x din
+    // (asserted above).
     unsafe {
         matmul(
             p,

@@ -52,9 +52,9 @@ fn logits_chunk<T: Float>(
     let slots = hs.len() / width;
     out.clear();
     out.resize(slots * vc, T::zero());
+    assert!(w.len() >= (v0 + vc) * width, "log-probs: head of {} values for vocabulary rows up to {} of {width}", w.len(), v0 + vc);
     // SAFETY: out is resized to slots x vc here and hs holds slots rows of width (the definition of
-    // slots); w must hold vocabulary rows v0..v0 + vc of width: trusted, NOT checked (neither
-    // `forward` nor `backward_into` compares w.len() with vocab * width).
+    // slots); w holds vocabulary rows v0..v0 + vc of width (asserted above).
     unsafe {
         matmul(
             mp,
@@ -170,6 +170,10 @@ pub fn backward_into<T: Float>(
     mp: Precision,
 ) {
     let slots = g.rows.len();
+    assert!(w.len() >= vocab * width, "log-prob backward: head of {} values for {vocab} x {width}", w.len());
+    if let Some(dw) = dw.as_deref() {
+        assert!(dw.len() >= vocab * width, "log-prob backward: head gradient of {} values for {vocab} x {width}", dw.len());
+    }
     let gs: Vec<T> = g.out_index.iter().map(|&o| gout[o]).collect();
     let hs = gather_rows(h, width, &g.rows);
     let mut dhs = vec![T::zero(); if dh.is_some() { slots * width } else { 0 }];
@@ -198,8 +202,8 @@ pub fn backward_into<T: Float>(
                 }
             });
         // SAFETY: dhs (slots x width), buf (slots x n: recomputed, or a kept chunk of that length) and hs
-        // are sized here; w's and dw's rows v0..v0 + n are trusted to exist (w.len(), dw.len() >= vocab *
-        // width is NOT checked); dw is a `&mut` slice, so it overlaps none of the inputs.
+        // are sized here; w's and dw's rows v0..v0 + n exist (w.len(), dw.len() >= vocab * width,
+        // asserted above); dw is a `&mut` slice, so it overlaps none of the inputs.
         unsafe {
             if dh.is_some() {
                 matmul(

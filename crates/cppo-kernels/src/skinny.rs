@@ -110,6 +110,8 @@ pub fn matmul_many_at(
             m == 0 || o.n == 0 || o.y.len() >= (m - 1) * o.ys + o.n,
             "skinny: output too short"
         );
+        // Rows closer than n would share output elements between the threads that write them.
+        assert!(m <= 1 || o.ys >= o.n, "skinny: output row stride {} under {} columns", o.ys, o.n);
     }
     if m == 0 || k == 0 && outs.iter().all(|o| o.add) {
         return true;
@@ -152,9 +154,8 @@ pub fn matmul_many_at(
                 let j1 = (hi - base).min(s.n);
                 // SAFETY: the asserts above bound every access for rows < m and columns < o.n; `level`
                 // is at most this machine's (checked on entry) and xb is non-empty only at AVX512-BF16.
-                // Tasks take disjoint output columns, which are disjoint memory only where `ys >= n`
-                // or `m == 1`: NOT checked (a caller's `ys < n` would make two tasks write one
-                // element, a data race; every caller in the workspace passes `ys == n`).
+                // Tasks take disjoint output columns, which are disjoint memory since `ys >= n` or
+                // `m == 1` (asserted on entry).
                 unsafe { kernel(level, m, k, x.as_ptr(), (&xb, kp), s, j0, j1) };
                 lo = base + j1;
             }

@@ -106,14 +106,13 @@ impl Device {
     }
 
     /// Copies `data` (plain numbers: f32, i32, f64, i64, u16 for bf16 bits) into a new buffer.
-    pub fn upload<T: Copy>(&self, dtype: DType, data: &[T]) -> Result<DeviceBuffer> {
+    pub fn upload<T: Plain>(&self, dtype: DType, data: &[T]) -> Result<DeviceBuffer> {
         if std::mem::size_of::<T>() != dtype.size() {
             return Err(Error::Driver(format!("uploading {}-byte values as {dtype:?}", std::mem::size_of::<T>())));
         }
         let mut b = self.alloc(dtype, data.len())?;
-        // SAFETY: sound for the plain number types the callers pass (f32, i32, f64, i64, u16):
-        // `size_of_val(data)` initialised bytes. Only T's size is checked above, NOT that T has no
-        // padding: a padded `T: Copy` (e.g. `(u8, u16)`) would expose uninitialised bytes.
+        // SAFETY: `T: Plain` is a number type without padding, so `data` is `size_of_val(data)`
+        // initialised bytes.
         let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
         self.stream.memcpy_htod(bytes, &mut b.slice).map_err(|e| driver("copying to the device", e))?;
         Ok(b)
@@ -143,15 +142,13 @@ impl Device {
     }
 
     /// The buffer's contents, after everything queued before has run.
-    pub fn download<T: Copy + Default>(&self, b: &DeviceBuffer) -> Result<Vec<T>> {
+    pub fn download<T: Plain>(&self, b: &DeviceBuffer) -> Result<Vec<T>> {
         if std::mem::size_of::<T>() != b.dtype.size() {
             return Err(Error::Driver(format!("reading {:?} as {}-byte values", b.dtype, std::mem::size_of::<T>())));
         }
         let mut out = vec![T::default(); b.len];
-        // SAFETY: `out` owns `len * size_of::<T>()` bytes; any bit pattern the kernels wrote is a
-        // valid value of the plain number types the callers read (f32, i32, f64, i64, u16). Only T's
-        // size is checked above, NOT that every bit pattern is a valid T: `char` or `Option<&U>`
-        // (both `Copy + Default`) would be UB.
+        // SAFETY: `out` owns `len * size_of::<T>()` bytes, and any bit pattern is a valid value of a
+        // `T: Plain` number type.
         let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, std::mem::size_of_val(out.as_slice())) };
         let view = b.slice.slice(0..bytes.len());
         self.stream.memcpy_dtoh(&view, bytes).map_err(|e| driver("copying from the device", e))?;
@@ -178,3 +175,19 @@ impl DeviceBuffer {
         Buf::new(ptr, self.dtype, self.len)
     }
 }
+
+/// The number types a buffer is copied from and into as bytes: no padding, and every bit pattern a
+/// valid value. Sealed: only the types below.
+pub trait Plain: Copy + Default + plain::Sealed {}
+
+mod plain {
+    pub trait Sealed {}
+}
+
+macro_rules! plain {
+    ($($t:ty),*) => {$(
+        impl plain::Sealed for $t {}
+        impl Plain for $t {}
+    )*};
+}
+plain!(f32, f64, i32, i64, u8, u16, u32, u64);

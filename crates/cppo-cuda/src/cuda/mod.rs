@@ -11,5 +11,5 @@ pub mod selftest;
 pub mod side;
 
 pub use blas::Blas;
-pub use device::{Device, DeviceBuffer};
+pub use device::{Device, DeviceBuffer, Plain};
 pub use side::CudaSide;

@@ -132,7 +132,9 @@ impl Device {
 }
 
 impl Launcher for Device {
-    fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+    /// # Safety
+    /// `Launcher::launch_raw`'s: arguments matching the kernel's signature, geometry within limits.
+    unsafe fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
         let fail = |detail: String| Error::Launch { kernel: k.name, detail };
         let (f, allowed) = self.function(k)?;
         if cfg.shared_mem_bytes > allowed {
@@ -142,11 +144,10 @@ impl Launcher for Device {
         }
         let mut slots: Vec<u64> = args.iter().map(|a| u64::from_ne_bytes(a.bytes())).collect();
         let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
-        // SAFETY: `launch` checked the arguments against the kernel's signature (which the emulation
-        // tests check against the source); each parameter is read from an 8-byte slot holding its
-        // value in its first bytes; pointers are device buffers sized by the ops' checks. NOT checked
-        // here: `Launcher::launch_raw` is a safe method, so a direct call with fewer arguments than
-        // the kernel takes would have the driver read past `params`.
+        // SAFETY: by `launch_raw`'s contract the arguments match the kernel's signature (which the
+        // emulation tests check against the source) and the geometry its limits; each parameter is read
+        // from an 8-byte slot holding its value in its first bytes; pointers are device buffers sized
+        // by the ops' checks.
         unsafe {
             cudarc::driver::result::launch_kernel(f.cu_function(), cfg.grid, cfg.block, cfg.shared_mem_bytes, self.stream.cu_stream(), &mut params)
         }

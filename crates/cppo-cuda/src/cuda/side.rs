@@ -69,9 +69,12 @@ impl CudaSide {
 }
 
 impl Launcher for CudaSide {
-    fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+    /// # Safety
+    /// `Launcher::launch_raw`'s: arguments matching the kernel's signature, geometry within limits.
+    unsafe fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
         self.dev.ctx.bind_to_thread().map_err(|e| Error::Launch { kernel: k.name, detail: format!("making the context current: {e}") })?;
-        self.dev.launch_raw(k, cfg, args)
+        // SAFETY: this method's own contract, passed on unchanged.
+        unsafe { self.dev.launch_raw(k, cfg, args) }
     }
 
     fn max_shared_bytes(&self) -> u32 {

@@ -27,8 +27,11 @@ impl EmuSide {
 }
 
 impl cppo_cuda::Launcher for EmuSide {
-    fn launch_raw(&mut self, k: &'static cppo_cuda::kernels::Kernel, cfg: cppo_cuda::LaunchConfig, args: &[cppo_cuda::Arg]) -> Result<()> {
-        self.emu.launch_raw(k, cfg, args)
+    /// # Safety
+    /// `Launcher::launch_raw`'s: arguments matching the kernel's signature, geometry within limits.
+    unsafe fn launch_raw(&mut self, k: &'static cppo_cuda::kernels::Kernel, cfg: cppo_cuda::LaunchConfig, args: &[cppo_cuda::Arg]) -> Result<()> {
+        // SAFETY: this method's own contract, passed on unchanged.
+        unsafe { self.emu.launch_raw(k, cfg, args) }
     }
 }
 

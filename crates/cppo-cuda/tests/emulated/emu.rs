@@ -277,11 +277,14 @@ impl Emu {
 }
 
 impl Launcher for Emu {
-    fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[cppo_cuda::Arg]) -> Result<()> {
+    /// # Safety
+    /// `Launcher::launch_raw`'s: arguments matching the kernel's signature, geometry within limits.
+    unsafe fn launch_raw(&mut self, k: &'static Kernel, cfg: LaunchConfig, args: &[cppo_cuda::Arg]) -> Result<()> {
         self.launches.push(k.name);
         #[cfg(feature = "cuda")]
         if let Target::Gpu(dev, _) = &mut self.target {
-            let r = dev.launch_raw(k, cfg, args);
+            // SAFETY: this method's own contract, passed on unchanged.
+            let r = unsafe { dev.launch_raw(k, cfg, args) };
             return r.and_then(|()| dev.synchronize());
         }
         let lib = lib();
@@ -290,8 +293,8 @@ impl Launcher for Emu {
         let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
         let (grid, block) = ([cfg.grid.0, cfg.grid.1, cfg.grid.2], [cfg.block.0, cfg.block.1, cfg.block.2]);
         let mut err = vec![0 as c_char; 1024];
-        // SAFETY: `launch` checked the arguments against the kernel's signature, which the library
-        // checked against the C++ parameter types at load; each slot holds the value's bytes with
+        // SAFETY: by `launch_raw`'s contract the arguments match the kernel's signature, which the
+        // library checked against the C++ parameter types at load; each slot holds the value's bytes with
         // the alignment of a u64. Pointer arguments are buffers of this emulated device, sized by the
         // launch functions' checks.
         let rc = unsafe { (lib.launch)(i, grid.as_ptr(), block.as_ptr(), cfg.shared_mem_bytes as usize, ptrs.as_mut_ptr(), err.as_mut_ptr(), err.len()) };

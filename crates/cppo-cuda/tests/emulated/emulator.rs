@@ -9,7 +9,9 @@ fn run(name: &str, grid: u32, block: u32, shared: u32, n: i32, len: usize) -> (E
     let k = SELFTEST.iter().find(|k| k.name == name).expect("a selftest kernel");
     let mut emu = Emu::cpu();
     let out = emu.alloc(DType::I32, len);
-    let r = emu.launch_raw(k, LaunchConfig::blocks(grid, block).with_shared(shared), &[out.into(), Arg::I32(n)]);
+    // SAFETY: every selftest kernel takes (int* out, int n), and `out` holds `len` ints; the geometry
+    // is what these tests probe: the emulation reports what a GPU would do wrong.
+    let r = unsafe { emu.launch_raw(k, LaunchConfig::blocks(grid, block).with_shared(shared), &[out.into(), Arg::I32(n)]) };
     (emu, out, r)
 }
 
