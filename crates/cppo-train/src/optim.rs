@@ -2,8 +2,9 @@
 //!
 //! candle's own AdamW keeps private state that cannot be saved, allocates a new tensor per parameter per
 //! step and walks the parameters several times. Here the moments are plain `Vec<f32>` that a checkpoint can
-//! write, gradients are accumulated into flat buffers across micro-batches, and one fused pass per parameter
-//! applies clipping, decoupled weight decay and the Adam update directly into the variable's storage.
+//! write, gradients are accumulated into flat buffers across micro-batches, and the CPU backend's AdamW op
+//! (`Backend::adamw`, the one the device path runs as a kernel) applies clipping, decoupled weight decay
+//! and the Adam update in one pass directly into the variable's storage.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,6 +13,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor, Var};
+use cppo_kernels::backend::{AdamWStep, Backend};
+use cppo_kernels::cpu::Cpu;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -160,21 +163,20 @@ impl AdamW {
         let clip_coef = self.config.clip_coefficient(grad_norm)?;
         self.step += 1;
         let c = &self.config;
-        let bc1 = 1.0 - c.beta1.powi(self.step as i32);
-        let bc2 = 1.0 - c.beta2.powi(self.step as i32);
         for (i, (name, var)) in vars.iter().enumerate() {
             let op = AdamUpdate {
                 grad: &grads.bufs[i],
                 m: RefCell::new(&mut self.m[i]),
                 v: RefCell::new(&mut self.v[i]),
-                lr: lr as f32,
-                beta1: c.beta1 as f32,
-                beta2: c.beta2 as f32,
-                eps: c.eps as f32,
-                decay: if self.decay[i] { (lr * c.weight_decay) as f32 } else { 0.0 },
-                clip: clip_coef as f32,
-                bc1: bc1 as f32,
-                bc2_sqrt: bc2.sqrt() as f32,
+                step: AdamWStep {
+                    lr,
+                    beta1: c.beta1,
+                    beta2: c.beta2,
+                    eps: c.eps,
+                    weight_decay: if self.decay[i] { c.weight_decay } else { 0.0 },
+                    step: self.step,
+                    grad_scale: clip_coef,
+                },
             };
             if var.device().is_cpu() {
                 var.as_tensor().inplace_op1(&op).with_context(|| format!("updating {name}"))?;
@@ -245,42 +247,19 @@ impl AdamW {
     }
 }
 
+/// One parameter's update as a candle in-place op, so it runs on the variable's own storage.
 struct AdamUpdate<'a> {
     grad: &'a [f32],
     m: RefCell<&'a mut Vec<f32>>,
     v: RefCell<&'a mut Vec<f32>>,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    decay: f32,
-    clip: f32,
-    bc1: f32,
-    bc2_sqrt: f32,
+    step: AdamWStep,
 }
 
 impl AdamUpdate<'_> {
     fn apply(&self, p: &mut [f32]) {
         let mut m = self.m.borrow_mut();
         let mut v = self.v.borrow_mut();
-        let (m, v): (&mut [f32], &mut [f32]) = (&mut m[..], &mut v[..]);
-        let step = self.lr / self.bc1;
-        let (b1, b2, eps, decay, clip, bc2_sqrt) =
-            (self.beta1, self.beta2, self.eps, self.decay, self.clip, self.bc2_sqrt);
-        const CHUNK: usize = 1 << 14;
-        p.par_chunks_mut(CHUNK)
-            .zip(m.par_chunks_mut(CHUNK))
-            .zip(v.par_chunks_mut(CHUNK))
-            .zip(self.grad.par_chunks(CHUNK))
-            .for_each(|(((p, m), v), g)| {
-                for j in 0..p.len() {
-                    let g = g[j] * clip;
-                    m[j] = b1 * m[j] + (1.0 - b1) * g;
-                    v[j] = b2 * v[j] + (1.0 - b2) * g * g;
-                    let denom = v[j].sqrt() / bc2_sqrt + eps;
-                    p[j] = p[j] * (1.0 - decay) - step * m[j] / denom;
-                }
-            });
+        Cpu::<f32>::new().adamw(p, self.grad, &mut m[..], &mut v[..], &self.step);
     }
 }
 
