@@ -3,7 +3,7 @@
 //! the host reference of the device kernel.
 
 use anyhow::{bail, Result};
-pub use cppo_kernels::sample::{log_softmax_at, penalize, sample_row, SampleParams};
+pub use cppo_kernels::sample::{log_softmax_at, penalize, sample_row, sample_row_after, SampleParams};
 use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -115,16 +115,7 @@ pub fn sample_on_host(vocab: usize, at: &[(&Vec<f32>, usize)], draws: &[f64], pa
         .par_iter()
         .zip(draws.par_iter())
         .enumerate()
-        .map(|(i, ((logits, row), &u))| {
-            let logits = &logits[row * vocab..(row + 1) * vocab];
-            if p.penalises() {
-                let mut penalised = logits.to_vec();
-                penalize(&mut penalised, seen[i], p.repetition_penalty);
-                sample_row(&penalised, &p, u)
-            } else {
-                sample_row(logits, &p, u)
-            }
-        })
+        .map(|(i, ((logits, row), &u))| sample_row_after(&logits[row * vocab..(row + 1) * vocab], seen.get(i).copied().unwrap_or_default(), &p, u))
         .collect())
 }
 

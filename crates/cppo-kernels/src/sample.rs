@@ -128,12 +128,18 @@ pub fn sample_rows(logits: &[f32], vocab: usize, draws: &[f64], p: &SampleParams
         return rows.map(|(_, (row, &u))| sample_row(row, p, u)).collect();
     }
     assert_eq!(seen.len(), draws.len(), "sample_rows: a repetition penalty needs every row's earlier tokens");
-    rows.map(|(r, (row, &u))| {
-        let mut row = row.to_vec();
-        penalize(&mut row, seen[r], p.repetition_penalty);
-        sample_row(&row, p, u)
-    })
-    .collect()
+    rows.map(|(r, (row, &u))| sample_row_after(row, seen[r], p, u)).collect()
+}
+
+/// `sample_row` on a copy of `logits` penalised on the row's earlier tokens `seen` when `p` has a
+/// repetition penalty (the logits themselves are left as they are: they may be shared).
+pub fn sample_row_after(logits: &[f32], seen: &[u32], p: &SampleParams, u: f64) -> (u32, f32) {
+    if !p.penalises() {
+        return sample_row(logits, p, u);
+    }
+    let mut row = logits.to_vec();
+    penalize(&mut row, seen, p.repetition_penalty);
+    sample_row(&row, p, u)
 }
 
 fn argmax(xs: &[f32]) -> (usize, f32) {
