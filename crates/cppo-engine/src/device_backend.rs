@@ -16,16 +16,18 @@ pub struct DeviceDecoderBackend<'a, B: Kernels<T = f32>> {
     decoder: &'a Decoder,
     b: &'a B,
     weights: BackendWeights<B>,
-    half: Option<DeviceHalves<B>>,
-    /// Whether `half` is the weights' own copies (handed back with them), not a snapshot.
-    half_is_kept: bool,
+    /// Whether rollouts read bf16 matrices: the weights' own copies (`BackendWeights::halves`) when
+    /// they keep some, else `snapshot`.
+    bf16: bool,
+    /// A bf16 copy of the matrices made for these rollouts, when the weights keep none of their own.
+    snapshot: Option<DeviceHalves<B>>,
 }
 
 impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
     /// Generation from the decoder's current weights, uploaded to `b` now (later updates are not
-    /// seen). `Bf16` (and `Auto`: every device backend multiplies bf16 natively) reads a bf16 copy of
-    /// the matrices made on the device and keeps a bf16 KV cache where the backend can; `F32` reads
-    /// the f32 weights and keeps an f32 cache.
+    /// seen). `Bf16` reads a bf16 copy of the matrices made on the backend and keeps a bf16 KV cache
+    /// where the backend can; `F32` reads the f32 weights and keeps an f32 cache; `Auto` is what the
+    /// backend says (`rollout_precision`: bf16 on a GPU, by instruction set on the CPU).
     pub fn new(decoder: &'a Decoder, b: &'a B, precision: Precision) -> Result<Self> {
         let weights = decoder.upload_weights(b)?;
         Self::with_weights(decoder, b, weights, precision)
@@ -34,25 +36,24 @@ impl<'a, B: Kernels<T = f32>> DeviceDecoderBackend<'a, B> {
     /// Over weights already in `b`'s memory (`Decoder::upload_weights`, kept current by the caller).
     /// At bf16 it reads the weights' own bf16 copies when they keep some (`BackendWeights::halves`,
     /// which a trainer's AdamW keeps current), else a snapshot it makes now.
-    pub fn with_weights(decoder: &'a Decoder, b: &'a B, mut weights: BackendWeights<B>, precision: Precision) -> Result<Self> {
-        let (half, half_is_kept) = match (precision, weights.halves.take()) {
-            (Precision::F32, kept) => {
-                weights.halves = kept;
-                (None, false)
-            }
-            (_, Some(kept)) => (Some(kept), true),
-            (_, None) => (Some(decoder.device_rollout_weights(b, &weights)?), false),
+    pub fn with_weights(decoder: &'a Decoder, b: &'a B, weights: BackendWeights<B>, precision: Precision) -> Result<Self> {
+        let bf16 = b.rollout_precision(precision) != Precision::F32;
+        let snapshot = match bf16 && weights.halves.is_none() {
+            true => Some(decoder.device_rollout_weights(b, &weights)?),
+            false => None,
         };
-        Ok(DeviceDecoderBackend { decoder, b, weights, half, half_is_kept })
+        Ok(DeviceDecoderBackend { decoder, b, weights, bf16, snapshot })
     }
 
     /// The weights it generates from, with their own bf16 copies, to hand back to the caller (a
     /// trainer's update).
-    pub fn into_weights(mut self) -> BackendWeights<B> {
-        if self.half_is_kept {
-            self.weights.halves = self.half.take();
-        }
+    pub fn into_weights(self) -> BackendWeights<B> {
         self.weights
+    }
+
+    /// The bf16 matrices rollouts read, if any.
+    fn half(&self) -> Option<&DeviceHalves<B>> {
+        self.bf16.then(|| self.snapshot.as_ref().or(self.weights.halves.as_ref())).flatten()
     }
 }
 
@@ -67,7 +68,7 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
     fn new_cache(&self, rows: usize, max_len: usize) -> Result<DeviceCache<B>> {
         // Generation from bf16 weights keeps its keys and values in bf16 too, where the backend can,
         // as inference engines do; from f32 weights, in f32.
-        Ok(match self.half {
+        Ok(match self.half() {
             Some(_) => self.decoder.new_device_cache_bf16(self.b, rows, max_len)?,
             None => self.decoder.new_device_cache(self.b, rows, max_len)?,
         })
@@ -75,7 +76,7 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
 
     fn prefill(&self, cache: &mut DeviceCache<B>, row: usize, tokens: &[u32]) -> Result<B::Buf> {
         cache.reset_row(row)?;
-        Ok(self.decoder.prefill_on(self.b, &self.weights, self.half.as_ref(), tokens, cache, row)?)
+        Ok(self.decoder.prefill_on(self.b, &self.weights, self.half(), tokens, cache, row)?)
     }
 
     fn copy_row(&self, cache: &mut DeviceCache<B>, from: usize, to: &[usize]) -> Result<()> {
@@ -83,7 +84,7 @@ impl<B: Kernels<T = f32>> Backend for DeviceDecoderBackend<'_, B> {
     }
 
     fn decode(&self, cache: &mut DeviceCache<B>, rows: &[usize], tokens: &[u32]) -> Result<B::Buf> {
-        Ok(self.decoder.decode_on(self.b, &self.weights, self.half.as_ref(), tokens, rows, cache)?)
+        Ok(self.decoder.decode_on(self.b, &self.weights, self.half(), tokens, rows, cache)?)
     }
 
     fn sample(&self, at: &[(&B::Buf, usize)], draws: &[f64], params: &SamplingParams, seen: &[&[u32]]) -> Result<Vec<(u32, f32)>> {

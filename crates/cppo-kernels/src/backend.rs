@@ -111,6 +111,15 @@ pub trait Backend: Send + Sync {
 
     fn name(&self) -> &'static str;
 
+    /// What `Auto` means for the weights rollouts read on this backend: bf16 by default (a device
+    /// multiplies bf16 natively); the CPU decides by its instruction set (`Precision::for_rollouts`).
+    fn rollout_precision(&self, p: Precision) -> Precision {
+        match p {
+            Precision::Auto => Precision::Bf16,
+            p => p,
+        }
+    }
+
     // Memory.
     fn zeros(&self, n: usize) -> Self::Buf;
     fn upload(&self, host: &[Self::T]) -> Self::Buf;

@@ -38,6 +38,10 @@ impl<T: Float> Backend for Cpu<T> {
         "cpu"
     }
 
+    fn rollout_precision(&self, p: Precision) -> Precision {
+        p.for_rollouts()
+    }
+
     fn zeros(&self, n: usize) -> Vec<T> {
         vec![T::zero(); n]
     }

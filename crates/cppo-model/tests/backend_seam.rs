@@ -82,3 +82,28 @@ fn the_generation_path_agrees_with_and_without_a_bf16_snapshot() {
         }
     }
 }
+
+/// A forward pass on uploaded weights (the path every run's update takes) hands back log-probs, mask and
+/// entropies in the output's `(completions, longest)` layout, as the host call does: completions of
+/// unequal lengths leave slots without a token, where every one of them is 0.
+#[test]
+fn a_forward_on_backend_weights_lays_entropies_out_as_the_scored_output() {
+    let cfg = &families()[0].1;
+    let dec = decoder(cfg, 3, DType::F32);
+    let cpu = cppo_kernels::cpu::Cpu::<f32>::new();
+    let w = dec.upload_weights(&cpu).unwrap();
+    let p = tokens(5, cfg.vocab_size, 1);
+    let c = [tokens(6, cfg.vocab_size, 2), tokens(1, cfg.vocab_size, 3), tokens(3, cfg.vocab_size, 4)];
+    let r: Vec<&[u32]> = c.iter().map(|c| c.as_slice()).collect();
+    let groups = [(p.as_slice(), r.as_slice())];
+    let host = dec.grouped_completion_logprobs_detached(&groups).unwrap();
+    let on = dec.forward_on_weights(&cpu, &w, &groups, false).unwrap();
+    assert_eq!(on.shape, (3, 6));
+    assert_eq!(on.entropy.len(), 18, "one entropy per slot of the output");
+    assert!(max_diff(&on.entropy, &flat(&host.entropy)) < 1e-5, "{:?} vs {:?}", on.entropy, flat(&host.entropy));
+    let mask: Vec<f64> = on.mask.iter().map(|&x| x as f64).collect();
+    assert_eq!(mask, flat(&host.mask));
+    for (e, m) in on.entropy.iter().zip(&mask) {
+        assert_eq!(*e > 0.0, *m > 0.0, "an entropy where there is no token, or none where there is");
+    }
+}

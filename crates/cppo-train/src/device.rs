@@ -1,10 +1,11 @@
-//! Rollouts and the update on a device backend: the policy's weights, its AdamW moments and its
-//! gradients live in the backend's buffers (f32 master weights, one per tensor; the moments and the
-//! gradients each in one flat buffer, so one AdamW launch updates every tensor; at bf16 products,
-//! bf16 copies of the matrices that the same launch rewrites), the reference's weights too when
-//! beta > 0 (its matrices in bf16 only at bf16 products). The step calls `DeviceState::generate` and
-//! `DeviceState::update` instead of the CPU paths. The trained weights are copied back into the
-//! decoder's host variables only when evaluation or a save reads them (`Trainer::sync_host_weights`).
+//! Rollouts and the update on a kernel backend, the CPU's (`Cpu<f32>`) or a GPU's: every run takes
+//! this one path. The policy's weights, its AdamW moments and its gradients live in the backend's
+//! buffers (f32 master weights, one per tensor; the moments and the gradients each in one flat
+//! buffer, so one AdamW call updates every tensor; at bf16 products, bf16 copies of the matrices that
+//! the same call rewrites), the reference's weights too when beta > 0 (its matrices in bf16 only at
+//! bf16 products). The step calls `DeviceState::generate` and `DeviceState::update`. The trained
+//! weights are copied back into the decoder's host variables only when a save reads them
+//! (`Trainer::sync_host_weights`).
 
 use std::ops::Range;
 
@@ -20,9 +21,9 @@ use cppo_engine::{Completion, DeviceDecoderBackend, EngineOptions, GenerationSta
 use cppo_io::ChatTokenizer;
 
 use crate::config::LossSection;
-use crate::rollout::{generate_groups_on, GenerateOptions, Rollout, RolloutRequest};
+use crate::rollout::{generate_groups, GenerateOptions, Rollout, RolloutRequest};
 use crate::optim::{AdamW, AdamWConfig, StepReport};
-use crate::update::{update, Batch, GroupScores, Questions, UpdateModels, UpdateOutcome};
+use crate::update::{update, Batch, GroupScores, Questions, UpdateOutcome};
 
 /// What the trainer holds of a device: object-safe, so a run picks its backend at start.
 pub trait DeviceState: Send {
@@ -30,7 +31,7 @@ pub trait DeviceState: Send {
     fn describe(&self) -> String;
     /// Runs mu passes over the batch on the device; `lr(pass)` as for `update::update`.
     fn update(&mut self, policy: &Decoder, reference: Option<&Decoder>, loss: &LossSection, batch: &Batch, lr: &dyn Fn(usize) -> f64) -> Result<UpdateOutcome>;
-    /// The rollouts of `req` from the weights on the device (`rollout::generate_groups` there).
+    /// The rollouts of `req` from the weights on the device (`rollout::generate_groups`).
     #[allow(clippy::too_many_arguments)]
     fn generate(
         &mut self,
@@ -54,6 +55,8 @@ pub trait DeviceState: Send {
 pub struct OnDevice<B: Backend<T = f32>> {
     b: B,
     policy: BackendWeights<B>,
+    /// The reference's weights when it is a model of its own; `None` for a LoRA run's, which is the
+    /// policy's frozen base read with the adapters off (`Decoder::is_base_of`) from `policy`.
     reference: Option<BackendWeights<B>>,
     /// Per decoder parameter: its index among the trainable variables, `None` when frozen.
     var_of: Vec<Option<usize>>,
@@ -81,12 +84,15 @@ impl<B: Backend<T = f32>> OnDevice<B> {
             bail!("the optimizer holds state for {} variables, the policy has {}", m_host.len(), vars.len());
         }
         let mut pw = policy.upload_weights(&b)?;
-        let mut rw = reference.map(|r| r.upload_weights(&b)).transpose()?;
+        let mut rw = reference.filter(|r| !r.is_base_of(policy)).map(|r| r.upload_weights(&b)).transpose()?;
         // bf16 products read bf16 copies kept beside the f32 weights (AdamW rewrites the policy's
         // as it updates them) rather than rounding every matrix at every product; the frozen
-        // reference keeps its matrices in bf16 only.
-        if policy.matmul_precision() != Precision::F32 {
+        // reference keeps its matrices in bf16 only. A LoRA policy's base is frozen, so the copies
+        // its bf16 rollouts read (the output projection's among them) are made once, here.
+        if policy.matmul_precision() != Precision::F32 || policy.lora().is_some() {
             policy.keep_bf16_copies(&b, &mut pw, true)?;
+        }
+        if policy.matmul_precision() != Precision::F32 {
             if let (Some(r), Some(w)) = (reference, rw.as_mut()) {
                 r.keep_bf16_copies(&b, w, false)?;
             }
@@ -161,7 +167,7 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
         opts: GenerateOptions,
         on_finish: &mut dyn FnMut(usize),
     ) -> Result<(Vec<Rollout>, GenerationStats)> {
-        self.with_engine(policy, opts.precision, |backend| generate_groups_on(backend, tokenizer, req, params, opts, on_finish))
+        self.with_engine(policy, opts.precision, |backend| generate_groups(backend, tokenizer, req, params, opts, on_finish))
     }
 
     fn download_weights(&self, vars: &[(String, Var)]) -> Result<()> {
@@ -203,8 +209,9 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
     }
 }
 
-/// The device state with the decoders that describe its weights (shapes, inputs, row counters).
-struct Models<'a, B: Backend<T = f32>> {
+/// The device state with the decoders that describe its weights (shapes, inputs, row counters): what
+/// the update's passes (`update::update`) run on.
+pub(crate) struct Models<'a, B: Backend<T = f32>> {
     dev: &'a mut OnDevice<B>,
     policy: &'a Decoder,
     reference: Option<&'a Decoder>,
@@ -230,26 +237,37 @@ fn per_question(qs: &Questions, logprobs: &[f32], mask: &[f32], entropy: &[f64],
         .collect()
 }
 
-impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
-    fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
-        let (Some(model), Some(w)) = (self.reference, self.dev.reference.as_ref()) else {
+impl<B: Backend<T = f32>> Models<'_, B> {
+    /// The frozen reference's log-probs, per question.
+    pub(crate) fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
+        let Some(model) = self.reference else {
             bail!("beta > 0 but no reference model was built");
+        };
+        let w = match &self.dev.reference {
+            Some(w) => w,
+            None if model.is_base_of(self.policy) => &self.dev.policy,
+            None => bail!("the reference model's weights are not on the backend"),
         };
         let f = model.forward_on_weights(&self.dev.b, w, qs, false)?;
         Ok(per_question(qs, &f.logprobs, &f.mask, &f.entropy, f.shape.1))
     }
 
-    fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
+    /// The policy's log-probs without a gradient (the old policy when mu > 1), per question.
+    pub(crate) fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
         let f = self.policy.forward_on_weights(&self.dev.b, &self.dev.policy, qs, false)?;
         Ok(per_question(qs, &f.logprobs, &f.mask, &f.entropy, f.shape.1))
     }
 
-    fn zero_grads(&mut self) -> Result<()> {
+    /// Starts a pass: every gradient is written afresh by the pass's first backward.
+    pub(crate) fn zero_grads(&mut self) -> Result<()> {
         self.dev.written.fill(false);
         Ok(())
     }
 
-    fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()> {
+    /// One forward pass of the policy over `qs`, with its gradient: `loss` gets the per-question scores
+    /// and returns dL/dlogp of the whole call (`(rows, width)` row-major, rows the questions'
+    /// completions in order, width the longest), whose backward pass is summed into the gradients.
+    pub(crate) fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()> {
         let dev = &mut *self.dev;
         let f = self.policy.forward_on_weights(&dev.b, &dev.policy, qs, true)?;
         let (rows, width) = f.shape;
@@ -269,7 +287,8 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         Ok(())
     }
 
-    fn optimizer_step(&mut self, lr: f64) -> Result<StepReport> {
+    /// One AdamW step with learning rate `lr` from the summed gradients.
+    pub(crate) fn optimizer_step(&mut self, lr: f64) -> Result<StepReport> {
         let dev = &mut *self.dev;
         let b = &dev.b;
         // A variable no loss reached has a zero gradient (its moments still decay, as on the CPU).
@@ -301,22 +320,23 @@ impl<B: Backend<T = f32>> UpdateModels for Models<'_, B> {
         Ok(StepReport { grad_norm, clip_coef })
     }
 
-    fn scored_rows(&self) -> u64 {
+    /// Completions that reached a forward pass of either model so far (the decoders count them).
+    pub(crate) fn scored_rows(&self) -> u64 {
         self.policy.scored_completion_rows() + self.reference.map_or(0, |r| r.scored_completion_rows())
     }
 }
 
-/// Puts a new trainer's update on the device its config names (`model.device`): the CPU keeps it;
-/// `cuda` / `cuda:N` opens that GPU (a build with the `cuda` feature), prints the memory plan and
-/// uploads the run's state.
-pub fn on_configured_device(trainer: crate::trainer::Trainer) -> Result<crate::trainer::Trainer> {
-    let device = trainer.cfg.model.device.clone();
-    match device.as_str() {
-        "cpu" => Ok(trainer),
+/// The backend a new run's rollouts and update take (`model.device`): `cpu` is this crate's CPU
+/// kernels; `cuda` / `cuda:N` opens that GPU (a build with the `cuda` feature), prints the memory plan
+/// and uploads the run's state there.
+pub fn open(cfg: &crate::config::TrainConfig, model: &cppo_io::ModelConfig, policy: &Decoder, reference: Option<&Decoder>, optimizer: &AdamW) -> Result<Box<dyn DeviceState>> {
+    match cfg.model.device.as_str() {
+        "cpu" => Ok(Box::new(OnDevice::new(cppo_kernels::cpu::Cpu::<f32>::new(), policy, reference, optimizer)?)),
         #[cfg(feature = "cuda")]
-        device => cuda::open(trainer, device),
+        device => cuda::open(cfg, model, policy, reference, optimizer, device),
         #[cfg(not(feature = "cuda"))]
         device => {
+            let _ = model;
             crate::sources::check_device(device)?;
             bail!("model.device = \"{device}\": this cppo was built without CUDA")
         }
@@ -330,21 +350,24 @@ mod cuda {
     use cppo_cuda::cuda::selftest::ordinal;
     use cppo_cuda::cuda::CudaSide;
     use cppo_cuda::plan::{MemoryPlan, ModelDims, RunShape};
+    use cppo_io::ModelConfig;
+    use cppo_model::Decoder;
 
-    use crate::trainer::Trainer;
+    use super::{DeviceState, OnDevice};
+    use crate::config::TrainConfig;
+    use crate::optim::AdamW;
 
-    pub fn open(trainer: Trainer, device: &str) -> Result<Trainer> {
+    pub fn open(cfg: &TrainConfig, model: &ModelConfig, policy: &Decoder, reference: Option<&Decoder>, optimizer: &AdamW, device: &str) -> Result<Box<dyn DeviceState>> {
         let side = CudaSide::new(ordinal(device)?).with_context(|| format!("model.device = \"{device}\""))?;
-        for line in plan(&trainer).to_string().lines() {
+        for line in plan(cfg, model).to_string().lines() {
             eprintln!("{line}");
         }
-        trainer.with_update_backend(CudaBackend::new(side))
+        Ok(Box::new(OnDevice::new(CudaBackend::new(side), policy, reference, optimizer)?))
     }
 
     /// The device memory this run's shape needs (cppo-cuda's plan, from the model's dimensions).
-    fn plan(t: &Trainer) -> MemoryPlan {
-        let dims = ModelDims::of(&t.model_config);
-        let cfg = &t.cfg;
+    fn plan(cfg: &TrainConfig, model: &ModelConfig) -> MemoryPlan {
+        let dims = ModelDims::of(model);
         let shape = RunShape {
             group: cfg.rollout.num_generations,
             questions: cfg.rollout.questions_per_step,

@@ -9,13 +9,12 @@ use cppo_core::passk::{avg_at_n, pass_at_k};
 use cppo_core::Problem;
 use cppo_engine::{Finish, SamplingParams, Precision};
 use cppo_io::ChatTokenizer;
-use cppo_model::Decoder;
 use cppo_reward::{AccuracyReward, Reward};
 use serde::{Deserialize, Serialize};
 
 use crate::prompt::Prompter;
 use crate::rewards::{nan_mean, RewardSet};
-use crate::rollout::{generate_groups, GenerateOptions, Rollout, RolloutRequest};
+use crate::rollout::{GenerateOptions, Rollout, RolloutRequest};
 
 #[derive(Clone, Debug)]
 pub struct EvalSettings {
@@ -65,26 +64,13 @@ pub struct EvalRecord {
     pub generations: Vec<EvalGeneration>,
 }
 
-/// What evaluation generates with: the policy on the CPU (`generate_groups`), or on a device.
+/// What evaluation generates with: the trainer's backend (`DeviceState::generate`), or a model the
+/// caller put on one (`cppo eval`).
 pub type Generator<'a> = dyn FnMut(&RolloutRequest, &SamplingParams, GenerateOptions) -> Result<Vec<Rollout>> + 'a;
 
+/// Evaluates with the generation the caller brings. The run's rewards score every generation;
+/// correctness is the part `reward.accuracy_from` names, else the built-in grader of the problem's task.
 pub fn evaluate(
-    policy: &Decoder,
-    tokenizer: &ChatTokenizer,
-    prompter: &Prompter,
-    rewards: &RewardSet,
-    problems: &[Problem],
-    settings: &EvalSettings,
-    step: u64,
-) -> Result<(EvalSummary, Vec<EvalRecord>)> {
-    let mut on_cpu = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(generate_groups(policy, tokenizer, req, params, opts, |_| {})?.0);
-    evaluate_with(&mut on_cpu, tokenizer, prompter, rewards, problems, settings, step)
-}
-
-/// `evaluate` with the generation the caller brings (the trainer's device, when it has one). The run's
-/// rewards score every generation; correctness is the part `reward.accuracy_from` names, else the
-/// built-in grader of the problem's task.
-pub fn evaluate_with(
     generate: &mut Generator<'_>,
     tokenizer: &ChatTokenizer,
     prompter: &Prompter,

@@ -2,8 +2,9 @@
 
 use anyhow::Result;
 use cppo_core::Problem;
-use cppo_engine::{generate, Completion, EngineOptions, GenerationStats, Request, SamplingParams, Precision};
+use cppo_engine::{generate, Completion, DeviceDecoderBackend, EngineOptions, GenerationStats, Precision, Request, SamplingParams};
 use cppo_io::ChatTokenizer;
+use cppo_kernels::backend::Backend as Kernels;
 use cppo_model::Decoder;
 
 pub use crate::rewards::{score_groups, RewardSet};
@@ -48,21 +49,25 @@ impl GenerateOptions {
     }
 }
 
-/// Generates and decodes; scoring is separate so its time is reported on its own.
-pub fn generate_groups(
-    policy: &Decoder,
+/// Rollouts from `model`'s current weights on kernel backend `b` (uploaded for this call): a model
+/// that is not being trained (`cppo eval`, `cppo generate`, benchmarks); a run's own rollouts read the
+/// weights its backend trains (`device::DeviceState::generate`).
+pub fn generate_from<B: Kernels<T = f32>>(
+    model: &Decoder,
+    b: &B,
     tokenizer: &ChatTokenizer,
     req: &RolloutRequest,
     params: &SamplingParams,
     opts: GenerateOptions,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
-    let backend = cppo_engine::DecoderBackend::new(policy, opts.precision)?;
-    generate_groups_on(&backend, tokenizer, req, params, opts, on_finish)
+    let backend = DeviceDecoderBackend::new(model, b, opts.precision)?;
+    generate_groups(&backend, tokenizer, req, params, opts, on_finish)
 }
 
-/// As `generate_groups`, on any engine backend (the policy on a device: `device::DeviceState::generate`).
-pub fn generate_groups_on(
+/// Generates and decodes on an engine backend (the run's: `device::DeviceState::generate`); scoring
+/// is separate so its time is reported on its own.
+pub fn generate_groups(
     backend: &impl cppo_engine::Backend,
     tokenizer: &ChatTokenizer,
     req: &RolloutRequest,

@@ -12,12 +12,12 @@ use cppo_core::Selection;
 use cppo_engine::SamplingParams;
 
 use crate::metrics::{JsonlLog, PhaseTimes, RolloutSummary, StepCounts, StepMetrics};
-use crate::rollout::{generate_groups, score_groups, GenerateOptions, Rollout, RolloutRequest};
+use crate::rollout::{score_groups, GenerateOptions, Rollout, RolloutRequest};
 use crate::schedule::learning_rate;
 use crate::shaping::shape_groups;
 use crate::tensorboard::scalars_of;
 use crate::trainer::Trainer;
-use crate::update::{build_batch, update, CpuModels};
+use crate::update::build_batch;
 
 /// What a step hands back besides its metrics line (for tests and progress display).
 pub struct StepReport {
@@ -93,24 +93,9 @@ impl Trainer {
         let (sched, base, mu) = (self.cfg.optim.schedule, self.cfg.optim.lr, self.cfg.loss.num_iterations as u64);
         let (warmup, total) = (self.cfg.warmup_steps(), self.cfg.optimizer_steps());
         let lr = |pass: usize| learning_rate(sched, base, step * mu + pass as u64, warmup, total);
-        let update = match &mut self.device {
-            Some(device) => {
-                let out = device.update(&self.policy, self.reference.as_ref(), &self.cfg.loss, &batch, &lr)?;
-                // The next rollouts read the device's weights; the host copy waits until it is read.
-                self.host_stale = true;
-                out
-            }
-            None => {
-                let mut cpu = CpuModels {
-                    policy: &self.policy,
-                    reference: self.reference.as_ref(),
-                    vars: &self.vars,
-                    optimizer: &mut self.optimizer,
-                    grads: &mut self.grads,
-                };
-                update(&mut cpu, &self.cfg.loss, &batch, lr)?
-            }
-        };
+        let update = self.device.update(&self.policy, self.reference.as_ref(), &self.cfg.loss, &batch, &lr)?;
+        // The next rollouts read the backend's weights; the host copy waits until it is read.
+        self.host_stale = true;
         time.total = t_step.elapsed().as_secs_f64();
 
         // log: one metrics line (and TensorBoard scalars, and the completions when asked).
@@ -145,10 +130,7 @@ impl Trainer {
             let req = RolloutRequest { problems: &problems, prompts, group_size: self.cfg.rollout.num_generations };
             let g = &self.cfg.generation;
             let (opts, params) = (GenerateOptions::new(g.max_batch, self.round_seed(step, drawn.rounds), g.weights), self.sampling());
-            let (mut batch, _) = match &mut self.device {
-                Some(device) => device.generate(&self.policy, &self.tokenizer, &req, &params, opts, &mut on_generated)?,
-                None => generate_groups(&self.policy, &self.tokenizer, &req, &params, opts, &mut on_generated)?,
-            };
+            let (mut batch, _) = self.device.generate(&self.policy, &self.tokenizer, &req, &params, opts, &mut on_generated)?;
             time.generation += t.elapsed().as_secs_f64();
 
             let t = Instant::now();

@@ -16,10 +16,10 @@ use cppo_model::Decoder;
 use crate::checkpoint::{self, TrainerState};
 use crate::config::TrainConfig;
 use crate::device::{DeviceState, OnDevice};
-use crate::eval::{evaluate, evaluate_with, EvalSettings, EvalSummary};
+use crate::eval::{evaluate, EvalSettings, EvalSummary};
 use crate::fsutil::write_atomic;
 use crate::metrics::JsonlLog;
-use crate::optim::{AdamW, GradAccumulator};
+use crate::optim::AdamW;
 use crate::prompt::Prompter;
 use crate::rollout::{GenerateOptions, RewardSet, RolloutRequest};
 use crate::sources::{load_problems, parse_device, resolve_model_path};
@@ -71,9 +71,9 @@ fn remove_event_files(dir: &Path) -> Result<()> {
 
 pub struct Trainer {
     pub cfg: TrainConfig,
-    /// The policy on the host. With an update on a device, the trained weights are on the device and
-    /// this copy is refreshed only when something on the host reads it (a save, or
-    /// `sync_host_weights`), not after every step.
+    /// The policy on the host: what the backend's weights were uploaded from and the shapes its calls
+    /// read. The trained weights are the backend's; this copy is refreshed only when something on the
+    /// host reads it (a save, or `sync_host_weights`), not after every step.
     pub policy: Decoder,
     pub reference: Option<Decoder>,
     pub tokenizer: ChatTokenizer,
@@ -83,8 +83,8 @@ pub struct Trainer {
     pub sampler: Sampler,
     pub eval_problems: Vec<Problem>,
     pub(crate) vars: Vec<(String, Var)>,
+    /// AdamW's settings and, at a save or a resume, its state (the backend holds the live moments).
     pub(crate) optimizer: AdamW,
-    pub(crate) grads: GradAccumulator,
     /// Training steps completed.
     pub step: u64,
     pub best_eval: Option<(u64, f64)>,
@@ -93,9 +93,10 @@ pub struct Trainer {
     evals: JsonlLog,
     /// With `train.tensorboard`: the same lines as TensorBoard scalars.
     pub(crate) tensorboard: Option<EventWriter>,
-    /// Where the update runs when not on the CPU (`with_update_backend`).
-    pub(crate) device: Option<Box<dyn DeviceState>>,
-    /// The device's weights changed since `policy` last copied them.
+    /// The backend that generates and trains: the CPU's, a GPU's (`model.device`), or one a test
+    /// brings (`with_update_backend`).
+    pub(crate) device: Box<dyn DeviceState>,
+    /// The backend's weights changed since `policy` last copied them.
     pub(crate) host_stale: bool,
 }
 
@@ -204,7 +205,6 @@ impl Trainer {
         let rewards = RewardSet::from_section(&cfg.reward)?;
         let vars = policy.vars();
         let mut optimizer = AdamW::new(&vars, cfg.optim.adamw());
-        let grads = GradAccumulator::new(&vars);
         let config_text = toml::to_string(&cfg)?;
         let (sampler, step, best_eval) = match &latest {
             Some(dir) => {
@@ -244,7 +244,8 @@ impl Trainer {
             None
         };
         write_atomic(&out.join("config.toml"), config_text.as_bytes())?;
-        crate::device::on_configured_device(Trainer {
+        let device = crate::device::open(&cfg, &loaded.config, &policy, reference.as_ref(), &optimizer)?;
+        Ok(Trainer {
             tensorboard,
             model_config: loaded.config,
             tokenizer: loaded.tokenizer,
@@ -257,45 +258,51 @@ impl Trainer {
             eval_problems,
             vars,
             optimizer,
-            grads,
             step,
             best_eval,
             out,
             metrics,
             evals,
-            device: None,
+            device,
             host_stale: false,
         })
     }
 
-    /// Runs the update (policy, reference and old-policy passes, backward, AdamW) on `b` from now on:
-    /// the policy, the reference and the optimizer's moments (fresh or resumed) are uploaded to it.
-    /// Rollouts and evaluation read the device's weights; checkpoints read the host copy, refreshed
-    /// when they need it (`sync_host_weights`).
+    /// Moves the run to backend `b` (a test's reference or emulated backend): the current weights and
+    /// the optimizer's moments go from the backend that held them to `b`, which generates, trains and
+    /// evaluates from then on.
     pub fn with_update_backend<B: Backend<T = f32> + 'static>(mut self, b: B) -> Result<Self> {
-        self.device = Some(Box::new(OnDevice::new(b, &self.policy, self.reference.as_ref(), &self.optimizer)?));
+        self.sync_host_weights()?;
+        self.device.download_moments(&mut self.optimizer)?;
+        self.device = Box::new(OnDevice::new(b, &self.policy, self.reference.as_ref(), &self.optimizer)?);
         Ok(self)
     }
 
-    /// Copies the device's trained weights into `policy` if they changed since the last copy (a no-op
-    /// when the update runs on the CPU): a 1.5B model is 6 GB of f32 to bring back, so it is done when
-    /// the host reads the policy (a save), not after every step; evaluation runs on the device.
+    /// Copies the backend's trained weights into `policy` if they changed since the last copy: a 1.5B
+    /// model is 6 GB of f32 to bring back from a GPU, so it is done when the host reads the policy (a
+    /// save), not after every step; evaluation runs on the backend.
     pub fn sync_host_weights(&mut self) -> Result<()> {
-        if let (true, Some(d)) = (self.host_stale, &self.device) {
-            d.download_weights(&self.vars)?;
+        if self.host_stale {
+            self.device.download_weights(&self.vars)?;
         }
         self.host_stale = false;
         Ok(())
     }
 
-    /// The device the update runs on, when not the CPU.
-    pub fn device_state(&self) -> Option<&dyn DeviceState> {
-        self.device.as_deref()
+    /// The policy with the trained weights (the backend's, copied to the host first if they changed).
+    pub fn trained_policy(&mut self) -> Result<&Decoder> {
+        self.sync_host_weights()?;
+        Ok(&self.policy)
     }
 
-    /// The backend the update runs on: `cpu`, or the device backend's name.
+    /// The backend the run takes.
+    pub fn device_state(&self) -> &dyn DeviceState {
+        self.device.as_ref()
+    }
+
+    /// The backend the run takes, by name: `cpu`, or the device backend's name.
     pub fn update_backend(&self) -> String {
-        self.device.as_ref().map_or_else(|| "cpu".to_string(), |d| d.describe())
+        self.device.describe()
     }
 
     pub fn eval_settings(&self) -> EvalSettings {
@@ -319,15 +326,10 @@ impl Trainer {
             return Ok(None);
         }
         let settings = self.eval_settings();
-        let (summary, records) = match &mut self.device {
-            // On the device, from the weights it trains (f32, as on the CPU): nothing comes back but text.
-            Some(device) => {
-                let (policy, tokenizer) = (&self.policy, &self.tokenizer);
-                let mut on_device = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(device.generate(policy, tokenizer, req, params, opts, &mut |_| {})?.0);
-                evaluate_with(&mut on_device, &self.tokenizer, &self.prompter, &self.rewards, &self.eval_problems, &settings, self.step)?
-            }
-            None => evaluate(&self.policy, &self.tokenizer, &self.prompter, &self.rewards, &self.eval_problems, &settings, self.step)?,
-        };
+        // On the backend, from the weights it trains: nothing comes back but text.
+        let (device, policy, tokenizer) = (&mut self.device, &self.policy, &self.tokenizer);
+        let mut generate = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(device.generate(policy, tokenizer, req, params, opts, &mut |_| {})?.0);
+        let (summary, records) = evaluate(&mut generate, &self.tokenizer, &self.prompter, &self.rewards, &self.eval_problems, &settings, self.step)?;
         self.evals.append(&summary)?;
         if let Some(tb) = &mut self.tensorboard {
             tb.scalars(self.step, &scalars_of("eval", &serde_json::to_value(&summary)?))?;
@@ -348,9 +350,7 @@ impl Trainer {
 
     pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
         self.sync_host_weights()?;
-        if let Some(d) = &self.device {
-            d.download_moments(&mut self.optimizer)?;
-        }
+        self.device.download_moments(&mut self.optimizer)?;
         let state = TrainerState {
             step: self.step,
             seed: self.cfg.seed,

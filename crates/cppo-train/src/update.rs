@@ -1,19 +1,19 @@
 //! The policy update for the completions a strategy kept: reference and old-policy log-probs (only when
 //! needed), then mu passes of forward, loss and backward over token-budgeted micro-batches and one
-//! optimizer step per pass. The loss and its gradient dL/dlogp come from `cppo_core::loss`; the
-//! decoder's backward pass takes that gradient directly. Nothing here ever sees a pruned completion:
+//! optimizer step per pass, on the run's backend (`device::Models`, the CPU's or a GPU's). The loss
+//! and its gradient dL/dlogp come from `cppo_core::loss`; the decoder's backward pass takes that
+//! gradient directly. Nothing here ever sees a pruned completion:
 //! the batch is built from the selection alone.
 
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use candle_core::{DType, Tensor, Var};
 use cppo_core::loss::{policy_loss, LossStats, RolloutCorrection, Rows};
 use cppo_core::Selection;
-use cppo_model::{CompletionLogProbs, Decoder};
+use cppo_kernels::backend::Backend;
 
 use crate::config::LossSection;
-use crate::optim::{AdamW, GradAccumulator, StepReport};
+use crate::device::Models;
 use crate::rollout::Rollout;
 
 /// One kept completion as the update sees it.
@@ -139,82 +139,6 @@ pub struct GroupScores {
 /// The questions as the models' grouped calls take them.
 pub type Questions<'q> = [(&'q [u32], &'q [&'q [u32]])];
 
-/// What the update needs from the models it trains, wherever their weights live: the CPU decoders
-/// (`CpuModels`) or a device backend's buffers (`device::OnDevice`).
-pub trait UpdateModels {
-    /// The frozen reference's log-probs, per question.
-    fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>>;
-    /// The policy's log-probs without a gradient (the old policy when mu > 1), per question.
-    fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>>;
-    fn zero_grads(&mut self) -> Result<()>;
-    /// One forward pass of the policy over `qs`, with its gradient: `loss` gets the per-question scores
-    /// and returns dL/dlogp of the whole call (`(rows, width)` row-major, rows the questions'
-    /// completions in order, width the longest), whose backward pass is added to the gradients.
-    fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()>;
-    /// One optimizer step with learning rate `lr` from the accumulated gradients.
-    fn optimizer_step(&mut self, lr: f64) -> Result<StepReport>;
-    /// Completions that reached a forward pass of either model so far (the decoders count them).
-    fn scored_rows(&self) -> u64;
-}
-
-/// The update on the CPU: the decoders' own tensors, `AdamW` over their variables.
-pub struct CpuModels<'a> {
-    pub policy: &'a Decoder,
-    pub reference: Option<&'a Decoder>,
-    pub vars: &'a [(String, Var)],
-    pub optimizer: &'a mut AdamW,
-    pub grads: &'a mut GradAccumulator,
-}
-
-impl UpdateModels for CpuModels<'_> {
-    fn reference(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
-        let model = self.reference.ok_or_else(|| anyhow::anyhow!("beta > 0 but no reference model was built"))?;
-        model.grouped_completion_logprobs(qs)?.per_group(qs)?.iter().map(on_host).collect()
-    }
-
-    fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
-        self.policy.grouped_completion_logprobs_detached(qs)?.per_group(qs)?.iter().map(on_host).collect()
-    }
-
-    fn zero_grads(&mut self) -> Result<()> {
-        self.grads.zero();
-        Ok(())
-    }
-
-    fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()> {
-        let scored = self.policy.grouped_completion_logprobs(qs)?;
-        let (rows, width) = scored.logprobs.dims2()?;
-        let parts = scored.per_group(qs)?.iter().map(on_host).collect::<Result<Vec<_>>>()?;
-        let dlogp = loss(&parts, rows, width)?;
-        if let Some(backward) = &scored.backward {
-            let device = self.policy.device();
-            let grads = backward.run(&Tensor::from_vec(dlogp, (rows, width), device)?.to_dtype(scored.logprobs.dtype())?)?;
-            self.grads.add(self.vars, &grads)?;
-        }
-        Ok(())
-    }
-
-    fn optimizer_step(&mut self, lr: f64) -> Result<StepReport> {
-        self.optimizer.step(self.vars, self.grads, lr)
-    }
-
-    fn scored_rows(&self) -> u64 {
-        self.policy.scored_completion_rows() + self.reference.map_or(0, |r| r.scored_completion_rows())
-    }
-}
-
-/// One question's part of a scored call, on the host.
-fn on_host(lp: &CompletionLogProbs) -> Result<GroupScores> {
-    let (k, width) = lp.logprobs.dims2()?;
-    Ok(GroupScores {
-        k,
-        width,
-        logprobs: host(&lp.logprobs)?,
-        mask: host(&lp.mask)?,
-        entropy: host(&lp.entropy)?.into_iter().map(f64::from).collect(),
-    })
-}
-
 /// One question's micro-batch of a scored call: its rows, cut to its own longest completion.
 struct Question<'a> {
     prompt: &'a [u32],
@@ -227,7 +151,7 @@ fn as_refs<'a>(qs: &'a [Question<'a>]) -> Vec<(&'a [u32], &'a [&'a [u32]])> {
 }
 
 /// Runs mu passes over the batch on `models`; `lr(pass)` gives the learning rate of each optimizer step.
-pub fn update(models: &mut dyn UpdateModels, loss_cfg: &LossSection, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
+pub(crate) fn update<B: Backend<T = f32>>(models: &mut Models<'_, B>, loss_cfg: &LossSection, batch: &Batch, lr: impl Fn(usize) -> f64) -> Result<UpdateOutcome> {
     let mut out = UpdateOutcome::default();
     if batch.items.is_empty() {
         return Ok(out);
@@ -343,9 +267,4 @@ fn padded_rows<'a>(rows: impl Iterator<Item = &'a [f32]>, width: usize) -> Vec<f
         out.resize(start + width, 0.0);
     }
     out
-}
-
-/// A (k, L) tensor's values as f32, row-major.
-fn host(t: &Tensor) -> Result<Vec<f32>> {
-    Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
 }

@@ -66,13 +66,13 @@ fn a_nan_loss_stops_the_step_and_leaves_the_weights() {
     let cfg = common::tiny_config("nan", &["optim.lr=1e38", "optim.max_grad_norm=0"]);
     let out = cfg.output_dir.clone();
     let mut t = Trainer::new(cfg, false).unwrap();
-    let weights = |t: &Trainer| -> Vec<f32> {
-        t.policy.to_weights().unwrap().tensors.values().flat_map(|x| x.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
+    let weights = |t: &mut Trainer| -> Vec<f32> {
+        t.trained_policy().unwrap().to_weights().unwrap().tensors.values().flat_map(|x| x.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
     };
     let mut failure = None;
-    let mut before = weights(&t);
+    let mut before = weights(&mut t);
     for _ in 0..3 {
-        before = weights(&t);
+        before = weights(&mut t);
         if let Err(e) = t.train_step(|_| {}) {
             failure = Some(e);
             break;
@@ -80,7 +80,7 @@ fn a_nan_loss_stops_the_step_and_leaves_the_weights() {
     }
     let e = format!("{:#}", failure.expect("a non-finite loss must stop a step"));
     assert!(e.contains("loss is") || e.contains("gradient norm is"), "{e}");
-    let after = weights(&t);
+    let after = weights(&mut t);
     assert_eq!(before.len(), after.len());
     assert!(before.iter().zip(&after).all(|(a, b)| a.to_bits() == b.to_bits()));
     assert!(!out.join("checkpoints").exists());

@@ -1,8 +1,9 @@
-//! The update on a device backend (`Trainer::with_update_backend`): here the reference backend (plain
-//! loops summing in f64) stands in for a device, so the whole device path (uploads, forward passes of
-//! the policy, the reference and the old policy on the backend, the backward from dL/dlogp, gradient
+//! A run moved to another backend (`Trainer::with_update_backend`): here the reference backend (plain
+//! loops summing in f64) stands in for a device, so the one path (uploads, forward passes of the
+//! policy, the reference and the old policy on the backend, the backward from dL/dlogp, gradient
 //! accumulation, AdamW and clipping on the backend, weights copied back when the host reads them,
-//! moments copied back for checkpoints) runs here and is compared with the CPU update.
+//! moments copied back for checkpoints) runs on two backends and the runs are compared: the CPU
+//! backend's (every run's default) and the reference's.
 
 mod common;
 
@@ -13,7 +14,7 @@ use cppo_train::metrics::StepMetrics;
 use cppo_train::metrics::JsonlLog;
 use cppo_train::trainer::Trainer;
 
-/// The CPU update (no backend).
+/// The run's own backend (the CPU's).
 const CPU: Option<&dyn Fn() -> Reference<f32>> = None;
 
 fn on_reference() -> Reference<f32> {
@@ -94,7 +95,11 @@ fn evaluation_on_the_device_reads_the_trained_weights_there_and_grades_as_on_the
     assert_eq!(device_runs::host_weights(&t), before, "evaluation on the device needs no host copy");
     let records = std::fs::read_to_string(t.out.join("evals/step-000002.jsonl")).unwrap();
     t.sync_host_weights().unwrap();
-    let host = cppo_train::eval::evaluate(&t.policy, &t.tokenizer, &t.prompter, &t.rewards, &t.eval_problems, &t.eval_settings(), t.step).unwrap();
+    let cpu = cppo_kernels::cpu::Cpu::<f32>::new();
+    let mut on_cpu = |req: &cppo_train::rollout::RolloutRequest, params: &cppo_engine::SamplingParams, opts: cppo_train::rollout::GenerateOptions| {
+        Ok(cppo_train::rollout::generate_from(&t.policy, &cpu, &t.tokenizer, req, params, opts, |_| {})?.0)
+    };
+    let host = cppo_train::eval::evaluate(&mut on_cpu, &t.tokenizer, &t.prompter, &t.rewards, &t.eval_problems, &t.eval_settings(), t.step).unwrap();
     let strip = |s: &cppo_train::eval::EvalSummary| cppo_train::eval::EvalSummary { seconds: 0.0, ..s.clone() };
     assert_eq!(strip(&on_device), strip(&host.0));
     let host_records: String = host.1.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
@@ -177,11 +182,11 @@ fn at_bf16_products_adamw_keeps_the_bf16_copies_current() {
     let ov = device_runs::overrides(2, &["optim.matmul_precision=\"bf16\"", "generation.weights=\"bf16\""]);
     let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
     let mut t = Trainer::new(common::tiny_config("dev-bf16-copies", &ov), false).unwrap().with_update_backend(on_reference()).unwrap();
-    let copies = t.device_state().unwrap().stale_bf16_copies().1;
+    let copies = t.device_state().stale_bf16_copies().1;
     assert!(copies > 0, "no bf16 copies kept");
     for _ in 0..2 {
         t.train_step(|_| {}).unwrap();
-        assert_eq!(t.device_state().unwrap().stale_bf16_copies(), (0, copies), "a copy lags its weights after step {}", t.step);
+        assert_eq!(t.device_state().stale_bf16_copies(), (0, copies), "a copy lags its weights after step {}", t.step);
     }
 }
 
@@ -198,5 +203,5 @@ fn lora_at_bf16_products_on_a_backend_keeps_its_base_in_bf16_and_matches_the_cpu
     let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
     let mut t = Trainer::new(common::tiny_config("dev-lora-bf16-copies", &ov), false).unwrap().with_update_backend(on_reference()).unwrap();
     t.train_step(|_| {}).unwrap();
-    assert_eq!(t.device_state().unwrap().stale_bf16_copies(), (0, 1), "only the output projection's copy follows an f32 weight");
+    assert_eq!(t.device_state().stale_bf16_copies(), (0, 1), "only the output projection's copy follows an f32 weight");
 }

@@ -145,13 +145,13 @@ fn one_round_means_no_refill() {
 #[test]
 fn all_uniform_draws_every_round_and_trains_on_nothing() {
     let mut t = trainer("ds-uniform", 3, Box::new(Constant), &[]);
-    let before = t.policy.to_weights().unwrap();
+    let before = t.trained_policy().unwrap().to_weights().unwrap();
     let report = t.train_step(|_| {}).unwrap();
     let m = &report.metrics;
     assert_eq!((m.sampling_rounds, m.questions, m.groups_dropped, m.groups_trained), (3, 6, 6, 0));
     assert_eq!((m.completions_generated, m.completions_kept, m.forward_rows), (24, 0, 0));
     assert!(report.rollouts.is_empty() && report.kept.is_empty());
-    let after = t.policy.to_weights().unwrap();
+    let after = t.trained_policy().unwrap().to_weights().unwrap();
     for (name, w) in &before.tensors {
         let d = (w - after.get(name).unwrap()).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
         assert_eq!(d, 0.0, "{name} moved without any trained group");

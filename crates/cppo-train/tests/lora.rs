@@ -37,12 +37,12 @@ fn grpo_steps_with_lora_move_only_the_adapters() {
     let layers = t.model_config.num_hidden_layers;
     assert_eq!(vars.len(), layers * 7 * 2, "A and B of all seven linear layers, nothing else");
     assert!(vars.iter().all(|(n, _)| n.contains(".lora_")));
-    let base0 = flat(&t.policy.to_weights().unwrap());
-    let adapters0 = t.policy.adapter_weights().unwrap();
+    let base0 = flat(&t.trained_policy().unwrap().to_weights().unwrap());
+    let adapters0 = t.trained_policy().unwrap().adapter_weights().unwrap();
     let reference = t.reference.as_ref().expect("beta > 0 builds a reference");
     assert!(reference.vars().is_empty() && reference.lora().is_some(), "the reference is the policy's base, adapters off");
     let ref_lp0 = logprobs(reference);
-    assert_eq!(logprobs(&t.policy), ref_lp0, "B = 0: the adapted policy starts as the base");
+    assert_eq!(logprobs(t.trained_policy().unwrap()), ref_lp0, "B = 0: the adapted policy starts as the base");
 
     let first = t.train_step(|_| {}).unwrap().metrics;
     assert!(first.loss.is_finite());
@@ -50,8 +50,8 @@ fn grpo_steps_with_lora_move_only_the_adapters() {
     let second = t.train_step(|_| {}).unwrap().metrics;
     assert!(second.loss.is_finite() && second.kl.is_finite());
 
-    assert_eq!(flat(&t.policy.to_weights().unwrap()), base0, "the frozen base moved");
-    let adapters1 = t.policy.adapter_weights().unwrap();
+    assert_eq!(flat(&t.trained_policy().unwrap().to_weights().unwrap()), base0, "the frozen base moved");
+    let adapters1 = t.trained_policy().unwrap().adapter_weights().unwrap();
     let moved = adapters0.tensors.iter().filter(|(n, a)| flat_one(a) != flat_one(&adapters1.tensors[*n])).count();
     assert!(moved > 0, "no adapter moved");
     let b_moved = adapters1.tensors.iter().filter(|(n, b)| n.contains("lora_B") && flat_one(b).iter().any(|&x| x != 0.0)).count();
@@ -59,7 +59,7 @@ fn grpo_steps_with_lora_move_only_the_adapters() {
     let reference = t.reference.as_ref().unwrap();
     assert_eq!(flat(&reference.to_weights().unwrap()), base0, "the reference moved");
     assert_eq!(logprobs(reference), ref_lp0, "the reference scores as the base");
-    assert_ne!(logprobs(&t.policy), ref_lp0, "the policy still scores as the base");
+    assert_ne!(logprobs(t.trained_policy().unwrap()), ref_lp0, "the policy still scores as the base");
 }
 
 fn flat_one(t: &candle_core::Tensor) -> Vec<f32> {
@@ -89,7 +89,7 @@ fn resume_run(name: &str, stop_after: Option<u64>, extra: &[&str]) -> (Vec<StepM
         }
     }
     let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl")).unwrap();
-    (metrics.into_iter().map(comparable).collect(), flat(&t.policy.adapter_weights().unwrap()), out)
+    (metrics.into_iter().map(comparable).collect(), flat(&t.trained_policy().unwrap().adapter_weights().unwrap()), out)
 }
 
 #[test]
@@ -187,13 +187,13 @@ fn lora_trains_under_other_strategies_estimators_and_losses() {
     for (name, extra) in arms {
         let mut t = Trainer::new(lora_config(name, extra), false).unwrap();
         assert_eq!(t.reference.is_some(), t.cfg.loss.beta > 0.0, "{name}");
-        let base0 = flat(&t.policy.to_weights().unwrap());
-        let adapters0 = flat(&t.policy.adapter_weights().unwrap());
+        let base0 = flat(&t.trained_policy().unwrap().to_weights().unwrap());
+        let adapters0 = flat(&t.trained_policy().unwrap().adapter_weights().unwrap());
         for _ in 0..2 {
             let m = t.train_step(|_| {}).unwrap().metrics;
             assert!(m.loss.is_finite(), "{name}: loss {}", m.loss);
         }
-        assert_eq!(flat(&t.policy.to_weights().unwrap()), base0, "{name}: the base moved");
-        assert_ne!(flat(&t.policy.adapter_weights().unwrap()), adapters0, "{name}: the adapters did not move");
+        assert_eq!(flat(&t.trained_policy().unwrap().to_weights().unwrap()), base0, "{name}: the base moved");
+        assert_ne!(flat(&t.trained_policy().unwrap().adapter_weights().unwrap()), adapters0, "{name}: the adapters did not move");
     }
 }

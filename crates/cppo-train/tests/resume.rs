@@ -38,7 +38,7 @@ fn run(name: &str, steps: u64, stop_after: Option<u64>) -> (Vec<StepMetrics>, Ve
         }
     }
     let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl")).unwrap();
-    let w = t.policy.to_weights().unwrap();
+    let w = t.trained_policy().unwrap().to_weights().unwrap();
     let weights = w.tensors.values().flat_map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect();
     (metrics.into_iter().map(comparable).collect(), weights, evals_of(&out))
 }
@@ -109,7 +109,7 @@ fn a_run_killed_before_its_first_checkpoint_starts_over_from_its_config() {
     }
     let metrics: Vec<StepMetrics> = JsonlLog::read(&out.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.into_iter().map(comparable).collect::<Vec<_>>(), straight);
-    let w = t.policy.to_weights().unwrap();
+    let w = t.trained_policy().unwrap().to_weights().unwrap();
     let weights: Vec<f32> = w.tensors.values().flat_map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect();
     assert!(weights == w_straight, "weights differ after restarting the run");
     assert_eq!(evals_of(&out), e_straight);

@@ -18,7 +18,7 @@ fn check_strategy(name: &str, overrides: &[&str], kept_per_question: Option<usiz
     let mut reports = Vec::new();
     let mu = cfg.loss.num_iterations;
     let mut t = Trainer::new(cfg, false).unwrap();
-    let policy0 = weights_of(&t.policy);
+    let policy0 = weights_of(t.trained_policy().unwrap());
     let ref0 = weights_of(t.reference.as_ref().unwrap());
     for _ in 0..2 {
         let report = t.train_step(|_| {}).unwrap();
@@ -41,7 +41,7 @@ fn check_strategy(name: &str, overrides: &[&str], kept_per_question: Option<usiz
         assert!(m.completions_kept == 0 || m.loss_tokens > 0);
         reports.push(report);
     }
-    assert_ne!(weights_of(&t.policy), policy0, "{name}: the policy did not move");
+    assert_ne!(weights_of(t.trained_policy().unwrap()), policy0, "{name}: the policy did not move");
     assert_eq!(weights_of(t.reference.as_ref().unwrap()), ref0, "{name}: the reference moved");
     (reports, cfg_out)
 }
@@ -215,7 +215,7 @@ fn one_backward_per_token_budget_equals_one_per_question() {
         );
         let mut t = Trainer::new(cfg, false).unwrap();
         let m = t.train_step(|_| {}).unwrap().metrics;
-        (m, weights_of(&t.policy))
+        (m, weights_of(t.trained_policy().unwrap()))
     };
     let (a, wa) = run("64");
     let (b, wb) = run("4096");
@@ -298,7 +298,7 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
         ],
     );
     let mut t = Trainer::new(cfg, false).unwrap();
-    let w0 = weights_of(&t.policy);
+    let w0 = weights_of(t.trained_policy().unwrap());
     for _ in 0..2 {
         let r = t.train_step(|_| {}).unwrap();
         let m = &r.metrics;
@@ -314,7 +314,7 @@ fn dr_grpo_sums_tokens_over_the_constant_normaliser() {
         assert!(expected.abs() > 1e-6, "lengths or rewards do not vary: the check would be empty");
         assert!((m.loss - expected).abs() <= 1e-5 * expected.abs().max(1e-3), "loss {} expected {expected}", m.loss);
     }
-    assert_ne!(weights_of(&t.policy), w0);
+    assert_ne!(weights_of(t.trained_policy().unwrap()), w0);
 }
 
 #[test]

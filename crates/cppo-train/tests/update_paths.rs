@@ -147,7 +147,7 @@ fn a_batch_of_only_truncated_completions_updates_nothing() {
     // Weight decay would move the weights if an optimizer step ran at all.
     let cfg = common::tiny_config("all-truncated", &["loss.mask_truncated=true", "optim.weight_decay=0.1"]);
     let mut t = Trainer::new(cfg, false).unwrap();
-    let before = weights_of(&t.policy);
+    let before = weights_of(t.trained_policy().unwrap());
     let o = observed_step(&mut t);
     let r = &o.report;
     assert!(r.rollouts.iter().flat_map(|x| &x.completions).all(|c| c.truncated()));
@@ -160,7 +160,7 @@ fn a_batch_of_only_truncated_completions_updates_nothing() {
     assert_eq!(m.grad_norm, 0.0);
     assert_eq!(o.policy, (0, 0), "no policy forward pass");
     assert_eq!(o.reference, Some((0, 0)), "no reference forward pass");
-    assert_eq!(weights_of(&t.policy), before, "the weights moved");
+    assert_eq!(weights_of(t.trained_policy().unwrap()), before, "the weights moved");
     assert_eq!(t.step, 1, "the step still counts");
 }
 
@@ -198,7 +198,7 @@ fn one_question_over_several_micro_batches_equals_one_micro_batch() {
         let tokens: Vec<Vec<u32>> = r.rollouts[0].completions.iter().map(|c| c.tokens.clone()).collect();
         let max_adv = selection.iter_kept().map(|(_, _, a)| a.abs()).fold(0.0, f64::max);
         let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
-        (o.report.metrics, o.policy, o.reference, micro, tokens, weights_of(&t.policy), (max_adv, longest, t.cfg.loss.clone()))
+        (o.report.metrics, o.policy, o.reference, micro, tokens, weights_of(t.trained_policy().unwrap()), (max_adv, longest, t.cfg.loss.clone()))
     };
     let (a, pa, ra, micro_a, tok_a, wa, (max_adv, longest, loss_cfg)) = run(16);
     let (b, pb, rb, micro_b, tok_b, wb, _) = run(4096);

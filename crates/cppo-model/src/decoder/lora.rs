@@ -155,6 +155,12 @@ impl Decoder {
         self.lora.as_ref().filter(|_| self.adapters_on).map(|s| s.scale())
     }
 
+    /// Whether this decoder is `policy.without_adapters()` (or a clone of it): the same weights, read
+    /// with the adapters off, so a backend holding `policy`'s weights needs no second copy for it.
+    pub fn is_base_of(&self, policy: &Decoder) -> bool {
+        self.lora.is_some() && !self.adapters_on && policy.adapters_on && Arc::ptr_eq(&self.frozen_snapshot, &policy.frozen_snapshot)
+    }
+
     /// The frozen base alone, sharing this decoder's weights (no copy): the reference model of a LoRA
     /// run. No gradient graph; its own count of scored completions.
     pub fn without_adapters(&self) -> Decoder {

@@ -14,7 +14,7 @@ use super::{tape, Ctx, Decoder, DecoderError, DeviceHalves, Result};
 pub struct TapeRun {
     /// The scored output, `(completions, longest completion)` flattened, zeros where masked.
     pub logprobs: Vec<f32>,
-    /// Per scored token, its predicted distribution's entropy.
+    /// Per slot of the scored output, the entropy of the distribution that predicted it (0 where masked).
     pub entropy: Vec<f64>,
     /// Every trainable weight's gradient by Hugging Face name, in parameter order.
     pub grads: Vec<(String, Vec<f32>)>,
@@ -92,13 +92,19 @@ impl Decoder {
         let ctx = DeviceCtx::new(self, b, w, self.matmul != Precision::F32);
         let dropout = if keep_tape { self.next_dropout_key() } else { None };
         let m = ctx.get(self, dropout);
+        let out_index = gather.out_index.clone();
         let (scored, tape) = tape::forward(&m, &tokens, layout, gather, keep_tape, self.temperature)?;
+        // The kernels give one entropy per gathered token; the caller reads them in the output's layout.
+        let mut entropy = vec![0f64; shape.0 * shape.1];
+        for (&o, &e) in out_index.iter().zip(&scored.entropy) {
+            entropy[o] = e;
+        }
         for (_, completions) in groups {
             self.count_scored(completions);
         }
         Ok(DeviceForward {
             logprobs: scored.out,
-            entropy: scored.entropy,
+            entropy,
             mask: mask.iter().map(|&x| x as f32).collect(),
             shape,
             tape,

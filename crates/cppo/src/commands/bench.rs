@@ -13,11 +13,13 @@ use cppo_model::Decoder;
 use serde::Serialize;
 
 use cppo_train::config::LossSection;
-use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
+use cppo_kernels::cpu::Cpu;
+use cppo_train::device::{DeviceState, OnDevice};
+use cppo_train::optim::{AdamW, AdamWConfig};
 use cppo_train::prompt::Prompter;
-use cppo_train::rollout::{generate_groups, score_groups, GenerateOptions, RewardSet, RolloutRequest};
+use cppo_train::rollout::{score_groups, GenerateOptions, RewardSet, RolloutRequest};
 use cppo_train::sources::resolve_model_path;
-use cppo_train::update::{build_batch, update, CpuModels};
+use cppo_train::update::build_batch;
 
 /// f32 matmul rate of this machine through candle's CPU gemm, at a shape typical of the model's layers.
 pub fn matmul_gflops() -> Result<f64> {
@@ -266,16 +268,23 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let prompter = Prompter { template: PromptTemplate::preset("r1-think")?, max_prompt_tokens: 1024 };
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
-    let vars = policy.vars();
-    let mut optimizer = AdamW::new(&vars, AdamWConfig::default());
-    let mut grads = GradAccumulator::new(&vars);
+    let optimizer = AdamW::new(&policy.vars(), AdamWConfig::default());
+    // The run's path on the CPU backend, one per update precision: the decoders at that precision and
+    // their weights on the backend (bf16 products read bf16 copies kept beside the f32 weights).
+    let on_cpu = |mp: Precision| -> Result<(Decoder, Decoder, OnDevice<Cpu<f32>>)> {
+        let (p, r) = (at(&policy, mp), at(&reference, mp));
+        let dev = OnDevice::new(Cpu::<f32>::new(), &p, Some(&r), &optimizer)?;
+        Ok((p, r, dev))
+    };
+    let mut backends = [on_cpu(Precision::F32)?, on_cpu(Precision::Bf16)?];
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
     let mut one = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision, CorrectionMode)]| -> Result<Vec<StepTimes>> {
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
-        let (mut rollouts, _) = generate_groups(&policy, tok, &req, &params, GenerateOptions::new(64, 11, weights), |_| {})?;
+        let (p, _, dev) = &mut backends[0];
+        let (mut rollouts, _) = dev.generate(p, tok, &req, &params, GenerateOptions::new(64, 11, weights), &mut |_| {})?;
         let generation = t.elapsed().as_secs_f64();
         let t = Instant::now();
         score_groups(&mut rollouts, &rewards, 0)?;
@@ -289,9 +298,8 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let batch = build_batch(&rollouts, &sel, &loss, max_new_tokens as f64, 4096)?;
             let t = Instant::now();
-            let (policy, reference) = (at(&policy, *mp), at(&reference, *mp));
-            let reference = (*beta > 0.0).then_some(&reference);
-            let o = update(&mut CpuModels { policy: &policy, reference, vars: &vars, optimizer: &mut optimizer, grads: &mut grads }, &loss, &batch, |_| 1e-6)?;
+            let (policy, reference, dev) = &mut backends[usize::from(*mp == Precision::Bf16)];
+            let o = dev.update(policy, (*beta > 0.0).then_some(&*reference), &loss, &batch, &|_| 1e-6)?;
             let update = t.elapsed().as_secs_f64();
             out.push(StepTimes {
                 label: format!("{label} {name}"),

@@ -14,11 +14,13 @@ use cppo_model::{Decoder, LoraSpec};
 use serde::Serialize;
 
 use cppo_train::config::LossSection;
-use cppo_train::optim::{AdamW, AdamWConfig, GradAccumulator};
+use cppo_kernels::cpu::Cpu;
+use cppo_train::device::{DeviceState, OnDevice};
+use cppo_train::optim::{AdamW, AdamWConfig};
 use cppo_train::prompt::Prompter;
-use cppo_train::rollout::{generate_groups, score_groups, GenerateOptions, RewardSet, RolloutRequest};
+use cppo_train::rollout::{generate_from, score_groups, GenerateOptions, RewardSet, RolloutRequest};
 use cppo_train::sources::resolve_model_path;
-use cppo_train::update::{build_batch, update, CpuModels};
+use cppo_train::update::build_batch;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct UpdateTimes {
@@ -102,7 +104,7 @@ fn compare_rollouts(lora: &Decoder, tok: &cppo_io::ChatTokenizer, req: &RolloutR
         let mut v = vec![];
         for _ in 0..repeats.max(1) {
             let t = std::time::Instant::now();
-            let (rollouts, _) = generate_groups(dec, tok, req, params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
+            let (rollouts, _) = generate_from(dec, &Cpu::<f32>::new(), tok, req, params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
             let n: usize = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).sum();
             v.push(n as f64 / t.elapsed().as_secs_f64());
         }
@@ -137,7 +139,7 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
     // The batch: eight completions sampled once from the base, shared by both arms.
     let req = RolloutRequest { problems: &problems, prompts, group_size: 8 };
     let rollouts_compared = compare_rollouts(&lora, tok, &req, &params, repeats)?;
-    let (mut rollouts, _) = generate_groups(&lora, tok, &req, &params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
+    let (mut rollouts, _) = generate_from(&lora, &Cpu::<f32>::new(), tok, &req, &params, GenerateOptions::new(64, 11, Precision::Auto), |_| {})?;
     score_groups(&mut rollouts, &rewards, 0)?;
     let loss = LossSection { beta: 0.04, ..Default::default() };
     let sel = SelectionConfig { strategy: Strategy::All, ..Default::default() }
@@ -147,12 +149,11 @@ pub fn bench_step_lora(model: &str, max_new_tokens: usize, repeats: usize, r: us
 
     let arm = |label: &str, policy: &Decoder, reference: &Decoder| -> Result<UpdateTimes> {
         let vars = policy.vars();
-        let mut optimizer = AdamW::new(&vars, AdamWConfig::default());
-        let mut grads = GradAccumulator::new(&vars);
+        let mut dev = OnDevice::new(Cpu::<f32>::new(), policy, Some(reference), &AdamW::new(&vars, AdamWConfig::default()))?;
         let (mut rt, mut pt, mut ot) = (vec![], vec![], vec![]);
         // One unmeasured pass first: allocator and caches.
         for i in 0..=repeats.max(1) {
-            let o = update(&mut CpuModels { policy, reference: Some(reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads }, &loss, &batch, |_| 1e-6)?;
+            let o = dev.update(policy, Some(reference), &loss, &batch, &|_| 1e-6)?;
             if i > 0 {
                 rt.push(o.reference_seconds);
                 pt.push(o.policy_seconds);
@@ -248,7 +249,8 @@ pub fn bench_step_lora_random(config: &std::path::Path, tokenizer_model: &str, m
     // A random model's text is noise: no stop token, so every completion runs to max_new_tokens.
     let params_s = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
     let t = std::time::Instant::now();
-    let (mut rollouts, _) = generate_groups(&lora, &tok, &req, &params_s, GenerateOptions { lossy_text: true, ..GenerateOptions::new(64, 11, Precision::Auto) }, |_| {})?;
+    let cpu = Cpu::<f32>::new();
+    let (mut rollouts, _) = generate_from(&lora, &cpu, &tok, &req, &params_s, GenerateOptions { lossy_text: true, ..GenerateOptions::new(64, 11, Precision::Auto) }, |_| {})?;
     let generation = t.elapsed().as_secs_f64();
     let generated_tokens = rollouts.iter().flat_map(|r| r.completions.iter().map(|c| c.tokens.len())).sum();
     // Rewards that differ within the group, so every completion has an advantage.
@@ -264,10 +266,9 @@ pub fn bench_step_lora_random(config: &std::path::Path, tokenizer_model: &str, m
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let batch = build_batch(&rollouts, &sel, &loss, max_new_tokens as f64, 4096)?;
     let vars = lora.vars();
-    let mut optimizer = AdamW::new(&vars, AdamWConfig::default());
-    let mut grads = GradAccumulator::new(&vars);
     let reference = lora.without_adapters();
-    let o = update(&mut CpuModels { policy: &lora, reference: Some(&reference), vars: &vars, optimizer: &mut optimizer, grads: &mut grads }, &loss, &batch, |_| 1e-5)?;
+    let mut dev = OnDevice::new(cpu, &lora, Some(&reference), &AdamW::new(&vars, AdamWConfig::default()))?;
+    let o = dev.update(&lora, Some(&reference), &loss, &batch, &|_| 1e-5)?;
     Ok(RandomLoraStep {
         config: config.display().to_string(),
         params,

@@ -10,7 +10,9 @@ use cppo_model::Decoder;
 use cppo_train::config::DataSection;
 use cppo_train::eval::{evaluate, EvalSettings, EvalSummary};
 use cppo_train::fsutil::write_atomic;
+use cppo_engine::SamplingParams;
 use cppo_train::prompt::Prompter;
+use cppo_train::rollout::{generate_from, GenerateOptions, RolloutRequest};
 use cppo_train::sources::{load_problems, resolve_model_path};
 
 #[derive(Clone, Debug)]
@@ -66,7 +68,10 @@ pub fn run(args: &EvalArgs) -> Result<EvalSummary> {
     let prompter = Prompter { template, max_prompt_tokens: usize::MAX };
     // `cppo eval` grades with the task's built-in grader, as the accuracy it reports.
     let rewards = cppo_train::rollout::RewardSet::from_config(&[("accuracy".to_string(), 1.0)].into_iter().collect())?;
-    let (summary, records) = evaluate(&decoder, &loaded.tokenizer, &prompter, &rewards, &problems, &args.settings, 0)?;
+    let cpu = cppo_kernels::cpu::Cpu::<f32>::new();
+    let tok = &loaded.tokenizer;
+    let mut generate = |req: &RolloutRequest, params: &SamplingParams, opts: GenerateOptions| Ok(generate_from(&decoder, &cpu, tok, req, params, opts, |_| {})?.0);
+    let (summary, records) = evaluate(&mut generate, tok, &prompter, &rewards, &problems, &args.settings, 0)?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
         let mut text = String::new();
