@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use cppo_engine::{generate, DeviceDecoderBackend, EngineOptions, Request, SamplingParams};
+use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingParams};
 use cppo_kernels::backend::Backend;
 use cppo_model::Decoder;
 
@@ -60,7 +60,7 @@ impl fmt::Display for GenBench {
 /// A shape reached after `budget_s` seconds is left out (`Err` in its place).
 pub fn run<B: Backend<T = f32>>(b: &B, dec: &Decoder, shapes: &[GenShape], seed: u64, budget_s: f64) -> anyhow::Result<Vec<Result<GenBench, String>>> {
     let start = Instant::now();
-    let device = DeviceDecoderBackend::new(dec, b, cppo_kernels::Precision::Bf16)?;
+    let device = DecoderBackend::new(dec, b, cppo_kernels::Precision::Bf16)?;
     let vocab = dec.config().vocab_size;
     let mut g = Rng::new(seed);
     let mut requests = |shape: &GenShape| -> Vec<Request> {

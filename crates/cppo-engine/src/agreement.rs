@@ -12,13 +12,14 @@ use std::fmt;
 
 use anyhow::Result;
 use cppo_kernels::backend::Backend as Kernels;
+use cppo_kernels::cpu::Cpu;
 use cppo_kernels::reference::Reference;
 use cppo_kernels::skinny::dot_bf16_available;
 use cppo_kernels::Precision;
 use cppo_model::Decoder;
 
 use crate::engine::{generate, Completion, EngineOptions, Request};
-use crate::{DecoderBackend, DeviceDecoderBackend, SamplingParams};
+use crate::{DecoderBackend, SamplingParams};
 
 /// How the two runs compare.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,18 +123,18 @@ pub fn compare_greedy(device: &[Vec<Completion>], cpu: &[Vec<Completion>], tie: 
 /// as a device rounds), and compares them.
 pub fn engines_agree<B: Kernels<T = f32>>(dec: &Decoder, b: &B, precision: Precision, requests: &[Request], params: &SamplingParams, options: &EngineOptions) -> Result<Agreement> {
     let text = |_: &[u32]| String::new();
-    let device = DeviceDecoderBackend::new(dec, b, precision)?;
+    let device = DecoderBackend::new(dec, b, precision)?;
     let (on_device, _) = generate(&device, requests, params, options, &text, |_| {})?;
     let on_cpu = match precision {
-        Precision::F32 => generate(&DecoderBackend::f32(dec), requests, params, options, &text, |_| {})?.0,
+        Precision::F32 => generate(&DecoderBackend::new(dec, &Cpu::<f32>::new(), Precision::F32)?, requests, params, options, &text, |_| {})?.0,
         // The device reads bf16 copies and rounds the inputs they meet: so does the CPU's bf16 snapshot
         // where it has bf16 dot products (`Auto` would choose per CPU).
-        _ if dot_bf16_available() => generate(&DecoderBackend::new(dec, Precision::Bf16)?, requests, params, options, &text, |_| {})?.0,
+        _ if dot_bf16_available() => generate(&DecoderBackend::new(dec, &Cpu::<f32>::new(), Precision::Bf16)?, requests, params, options, &text, |_| {})?.0,
         // Elsewhere the snapshot multiplies unrounded inputs, a difference of bf16 rounding at every
         // layer: the engine over the reference backend rounding them as the device does instead.
         _ => {
             let reference = Reference::<f32>::rounding_bf16();
-            generate(&DeviceDecoderBackend::new(dec, &reference, Precision::Bf16)?, requests, params, options, &text, |_| {})?.0
+            generate(&DecoderBackend::new(dec, &reference, Precision::Bf16)?, requests, params, options, &text, |_| {})?.0
         }
     };
     if !params.is_greedy() {

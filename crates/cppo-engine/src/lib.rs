@@ -6,7 +6,6 @@
 pub mod agreement;
 pub mod backend;
 pub mod decoder_backend;
-pub mod device_backend;
 pub mod engine;
 pub mod sampling;
 pub mod stop;
@@ -14,6 +13,5 @@ pub mod stop;
 pub use backend::Backend;
 pub use cppo_kernels::Precision;
 pub use decoder_backend::DecoderBackend;
-pub use device_backend::DeviceDecoderBackend;
 pub use engine::{generate, Completion, EngineOptions, Finish, GenerationStats, Request};
 pub use sampling::SamplingParams;

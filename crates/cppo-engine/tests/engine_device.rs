@@ -1,11 +1,11 @@
-//! The engine over a decoder on a kernel backend brought by the caller (`DeviceDecoderBackend`: the
+//! The engine over a decoder on a kernel backend brought by the caller (`DecoderBackend`: the
 //! weights and the KV cache in that backend's memory) gives the completions of the engine over the
 //! CPU decoder. Checked here on the reference backend (plain loops summing in f64); the CUDA backend
 //! runs the same comparison under its emulation (cppo-cuda's emulated tests) and in `cppo selftest`.
 
 use candle_core::Device;
 use cppo_engine::agreement::{compare, engines_agree};
-use cppo_engine::{generate, Completion, DeviceDecoderBackend, EngineOptions, Finish, Request, SamplingParams};
+use cppo_engine::{generate, Completion, DecoderBackend, EngineOptions, Finish, Request, SamplingParams};
 use cppo_io::{Architecture, ModelConfig};
 use cppo_kernels::reference::Reference;
 use cppo_kernels::Precision;
@@ -83,7 +83,7 @@ fn the_engine_on_the_reference_backend_gives_the_cpu_decoders_completions() {
 fn the_comparison_covers_shared_prompts_refilled_slots_and_early_ends() {
     let b = Reference::<f32>::new();
     let dec = decoder(&config(Architecture::Qwen2, false), 21);
-    let dev = DeviceDecoderBackend::new(&dec, &b, Precision::F32).unwrap();
+    let dev = DecoderBackend::new(&dec, &b, Precision::F32).unwrap();
     let mut lens = std::collections::BTreeSet::new();
     let mut finishes = std::collections::BTreeSet::new();
     for params in sampled() {
@@ -107,8 +107,9 @@ fn with_bf16_rollout_weights_the_reference_backend_follows_the_cpu_snapshot() {
     let a = engines_agree(&dec, &b, Precision::Bf16, &requests(), &SamplingParams::greedy(8), &options()).unwrap();
     assert!(a.holds(5e-2), "{a}");
     // And it did read the bf16 copies: against the f32 CPU run the log-probs move by more than f32 rounding.
-    let dev = DeviceDecoderBackend::new(&dec, &b, Precision::Bf16).unwrap();
-    let cpu = cppo_engine::DecoderBackend::f32(&dec);
+    let dev = DecoderBackend::new(&dec, &b, Precision::Bf16).unwrap();
+    let host = cppo_kernels::cpu::Cpu::<f32>::new();
+    let cpu = DecoderBackend::new(&dec, &host, Precision::F32).unwrap();
     let text = |_: &[u32]| String::new();
     let (x, _) = generate(&dev, &requests(), &SamplingParams::greedy(8), &options(), &text, |_| {}).unwrap();
     let (y, _) = generate(&cpu, &requests(), &SamplingParams::greedy(8), &options(), &text, |_| {}).unwrap();

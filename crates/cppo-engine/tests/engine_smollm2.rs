@@ -2,7 +2,8 @@
 //! the Hugging Face reference tokens; sampling is seeded; returned log-probs match teacher forcing.
 
 use candle_core::{DType, Device};
-use cppo_engine::{generate, DecoderBackend, EngineOptions, Finish, Request, SamplingParams};
+use cppo_engine::{generate, DecoderBackend, EngineOptions, Finish, Precision, Request, SamplingParams};
+use cppo_kernels::cpu::Cpu;
 use cppo_model::Decoder;
 
 struct Case {
@@ -29,7 +30,8 @@ fn no_text(_: &[u32]) -> String {
 #[test]
 fn batched_greedy_with_shared_prompts_matches_the_reference_and_sampling_is_seeded() {
     let (decoder, eos, cases) = setup();
-    let backend = DecoderBackend::f32(&decoder);
+    let cpu = Cpu::<f32>::new();
+    let backend = DecoderBackend::new(&decoder, &cpu, Precision::F32).unwrap();
     // Every case three times in one batch of 9 rows (rows of different lengths, finishing at different
     // times), and again through a batch of 2 rows so rows are refilled.
     let requests: Vec<Request> = cases.iter().map(|c| Request { prompt: c.prompt.clone(), n: 3 }).collect();
@@ -58,7 +60,8 @@ fn batched_greedy_with_shared_prompts_matches_the_reference_and_sampling_is_seed
 #[test]
 fn sampled_log_probs_match_teacher_forcing() {
     let (decoder, eos, cases) = setup();
-    let backend = DecoderBackend::f32(&decoder);
+    let cpu = Cpu::<f32>::new();
+    let backend = DecoderBackend::new(&decoder, &cpu, Precision::F32).unwrap();
     let requests = vec![Request { prompt: cases[1].prompt.clone(), n: 4 }];
     let opts = EngineOptions { max_batch: 4, eos, seed: 1 };
     let params = SamplingParams { temperature: 1.0, max_new_tokens: 16, ..Default::default() };

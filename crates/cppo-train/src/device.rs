@@ -17,7 +17,7 @@ use cppo_kernels::skinny::{from_bf16, to_bf16};
 use cppo_model::decoder::BackendWeights;
 use cppo_model::Decoder;
 
-use cppo_engine::{Completion, DeviceDecoderBackend, EngineOptions, GenerationStats, Precision, Request, SamplingParams};
+use cppo_engine::{Completion, DecoderBackend, EngineOptions, GenerationStats, Precision, Request, SamplingParams};
 use cppo_io::ChatTokenizer;
 
 use crate::config::LossSection;
@@ -125,9 +125,9 @@ impl<B: Backend<T = f32>> OnDevice<B> {
 
     /// Runs `f` with the engine's backend over the policy's buffers: it holds them while it generates
     /// and hands them back after, so rollouts read the buffers the update trains (no copy).
-    fn with_engine<R>(&mut self, policy: &Decoder, precision: Precision, f: impl FnOnce(&DeviceDecoderBackend<'_, B>) -> Result<R>) -> Result<R> {
+    fn with_engine<R>(&mut self, policy: &Decoder, precision: Precision, f: impl FnOnce(&DecoderBackend<'_, B>) -> Result<R>) -> Result<R> {
         let weights = std::mem::replace(&mut self.policy, BackendWeights { bufs: Vec::new(), halves: None });
-        let backend = DeviceDecoderBackend::with_weights(policy, &self.b, weights, precision)?;
+        let backend = DecoderBackend::with_weights(policy, &self.b, weights, precision)?;
         let out = f(&backend);
         self.policy = backend.into_weights();
         out

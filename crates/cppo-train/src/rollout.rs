@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use cppo_core::Problem;
-use cppo_engine::{generate, Completion, DeviceDecoderBackend, EngineOptions, GenerationStats, Precision, Request, SamplingParams};
+use cppo_engine::{generate, Completion, DecoderBackend, EngineOptions, GenerationStats, Precision, Request, SamplingParams};
 use cppo_io::ChatTokenizer;
 use cppo_kernels::backend::Backend as Kernels;
 use cppo_model::Decoder;
@@ -61,7 +61,7 @@ pub fn generate_from<B: Kernels<T = f32>>(
     opts: GenerateOptions,
     on_finish: impl FnMut(usize),
 ) -> Result<(Vec<Rollout>, GenerationStats)> {
-    let backend = DeviceDecoderBackend::new(model, b, opts.precision)?;
+    let backend = DecoderBackend::new(model, b, opts.precision)?;
     generate_groups(&backend, tokenizer, req, params, opts, on_finish)
 }
 

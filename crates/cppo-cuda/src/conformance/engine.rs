@@ -1,4 +1,4 @@
-//! The generation engine on the backend (`cppo_engine::DeviceDecoderBackend`: weights and KV cache in
+//! The generation engine on the backend (`cppo_engine::DecoderBackend`: weights and KV cache in
 //! its memory, every layer's op and the sampler on it) against the engine on the CPU
 //! decoder, on a small random model with grouped-query attention: the same tokens and finish reasons
 //! (greedy, and seeded top-p / top-k sampling), with several samples per prompt (one prefill, copied

@@ -1,4 +1,4 @@
-//! The generation engine on the CUDA backend under the emulation (`cppo_engine::DeviceDecoderBackend`:
+//! The generation engine on the CUDA backend under the emulation (`cppo_engine::DecoderBackend`:
 //! weights, KV cache, every layer's op and the sampling kernel on the backend)
 //! against the engine on the CPU decoder: the same tokens and finish reasons, greedily and with seeded
 //! temperature / top-p / top-k sampling, several prompts of different lengths with several samples each

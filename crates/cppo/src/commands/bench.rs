@@ -112,6 +112,7 @@ impl GenerateBench {
 pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisions: &[Precision]) -> Result<GenerateBench> {
     let loaded = cppo_io::load_model(&resolve_model_path(model)?, DType::F32, &Device::Cpu)?;
     let decoder = Decoder::new(&loaded.config, &loaded.weights, false, &Device::Cpu)?;
+    let cpu = Cpu::<f32>::new();
     let parameters: usize = loaded.weights.tensors.values().map(|t| t.elem_count()).sum();
     let tok = &loaded.tokenizer;
     let question = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?";
@@ -125,8 +126,11 @@ pub fn bench_generate(model: &str, batches: &[usize], new_tokens: usize, precisi
             let questions = batch.div_ceil(per_question);
             let requests: Vec<Request> = (0..questions).map(|_| Request { prompt: prompt.clone(), n: per_question }).collect();
             let options = EngineOptions { max_batch: batch, eos: vec![], seed: 0 };
+            // The upload is a copy in host memory here, outside the timing; the bf16 snapshot, made per
+            // generation as a run makes it, inside.
+            let uploaded = decoder.upload_weights(&cpu)?;
             let t = Instant::now();
-            let backend = DecoderBackend::new(&decoder, weights)?;
+            let backend = DecoderBackend::with_weights(&decoder, &cpu, uploaded, weights)?;
             let (out, stats) = generate(&backend, &requests, &params, &options, &|_| String::new(), |_| {})?;
             let seconds = t.elapsed().as_secs_f64();
             let tokens: usize = out.iter().flatten().map(|c| c.tokens.len()).sum();

@@ -84,7 +84,8 @@ pub fn run(args: &GenerateArgs) -> Result<Vec<GeneratedText>> {
         .collect::<Result<Vec<_>>>()?;
     let options = EngineOptions { max_batch: args.max_batch, eos: tok.eos_token_ids().to_vec(), seed: args.seed };
     let detok = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
-    let (groups, _) = generate(&cppo_engine::DecoderBackend::f32(&decoder), &requests, &args.params, &options, &detok, |_| {})?;
+    let cpu = cppo_kernels::cpu::Cpu::<f32>::new();
+    let (groups, _) = generate(&cppo_engine::DecoderBackend::new(&decoder, &cpu, cppo_engine::Precision::F32)?, &requests, &args.params, &options, &detok, |_| {})?;
     let mut out = Vec::new();
     for (p, group) in groups.into_iter().enumerate() {
         for (s, c) in group.into_iter().enumerate() {
