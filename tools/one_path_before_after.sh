@@ -49,7 +49,7 @@ print(f"quickstart metrics: {n} values over 5 steps, largest relative difference
 sys.exit(0 if worst <= 1e-6 else 1)
 PY
 [ "$mode" = "--metrics-only" ] && exit 0
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for which in before after; do
     bin=${!which}
     "$bin" bench step --repeats 3 > "$out/step-$which-$round.md" 2>&1

@@ -9,6 +9,6 @@ pub mod decoder;
 pub mod device_cache;
 pub mod kv_cache;
 
-pub use decoder::{sequence_fingerprint, Backward, CompletionLogProbs, Decoder, DecoderError, LoraSpec, RolloutWeights, TapeRun, WeightGrads};
+pub use decoder::{Backward, CompletionLogProbs, Decoder, DecoderError, LoraSpec, RolloutWeights, TapeRun, WeightGrads};
 pub use device_cache::DeviceCache;
 pub use kv_cache::KvCache;

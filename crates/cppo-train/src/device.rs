@@ -49,6 +49,40 @@ pub trait DeviceState: Send {
     /// How many of the policy's bf16 copies of f32 weights (kept for bf16 products) hold other values
     /// than the rounding of those weights, out of how many such copies: 0 after every update.
     fn stale_bf16_copies(&self) -> (usize, usize);
+    /// What the forward passes of the policy and of the reference have scored so far.
+    fn scored(&self) -> (Scored, Scored);
+}
+
+/// The completions a model's forward passes scored: one row each, and an order-independent fingerprint
+/// of their tokens (the wrapping sum of `sequence_fingerprint`), so that a caller can check which
+/// completions reached a forward pass (`forward_rows` in the metrics; the tests, which ones).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Scored {
+    pub rows: u64,
+    pub fingerprint: u64,
+}
+
+impl Scored {
+    fn add(&mut self, qs: &Questions) {
+        for c in qs.iter().flat_map(|(_, completions)| completions.iter()) {
+            self.rows += 1;
+            self.fingerprint = self.fingerprint.wrapping_add(sequence_fingerprint(c));
+        }
+    }
+}
+
+/// The fingerprint of one token sequence (FNV-1a over its tokens, then a final mix); the fingerprint
+/// of a multiset of sequences is the wrapping sum of theirs.
+pub fn sequence_fingerprint(tokens: &[u32]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &t in tokens {
+        for b in t.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h ^= tokens.len() as u64;
+    h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
 }
 
 /// A backend holding one run's trainable state.
@@ -71,6 +105,8 @@ pub struct OnDevice<B: Backend<T = f32>> {
     decay: Vec<bool>,
     config: AdamWConfig,
     step: u64,
+    /// What the policy's and the reference's forward passes scored.
+    scored: (Scored, Scored),
 }
 
 impl<B: Backend<T = f32>> OnDevice<B> {
@@ -92,8 +128,8 @@ impl<B: Backend<T = f32>> OnDevice<B> {
         if policy.matmul_precision() != Precision::F32 || policy.lora().is_some() {
             policy.keep_bf16_copies(&b, &mut pw, true)?;
         }
-        if policy.matmul_precision() != Precision::F32 {
-            if let (Some(r), Some(w)) = (reference, rw.as_mut()) {
+        if let (Some(r), Some(w)) = (reference, rw.as_mut()) {
+            if r.matmul_precision() != Precision::F32 {
                 r.keep_bf16_copies(&b, w, false)?;
             }
         }
@@ -113,6 +149,7 @@ impl<B: Backend<T = f32>> OnDevice<B> {
             decay: optimizer.decays().to_vec(),
             config: optimizer.config.clone(),
             step: optimizer.step,
+            scored: Default::default(),
             b,
         })
     }
@@ -200,6 +237,10 @@ impl<B: Backend<T = f32> + 'static> DeviceState for OnDevice<B> {
         (stale, copies.len())
     }
 
+    fn scored(&self) -> (Scored, Scored) {
+        self.scored
+    }
+
     fn download_moments(&self, optimizer: &mut AdamW) -> Result<()> {
         let split = |x: &B::Buf| {
             let flat = self.b.download(self.b.view(x));
@@ -249,12 +290,14 @@ impl<B: Backend<T = f32>> Models<'_, B> {
             None => bail!("the reference model's weights are not on the backend"),
         };
         let f = model.forward_on_weights(&self.dev.b, w, qs, false)?;
+        self.dev.scored.1.add(qs);
         Ok(per_question(qs, &f.logprobs, &f.mask, &f.entropy, f.shape.1))
     }
 
     /// The policy's log-probs without a gradient (the old policy when mu > 1), per question.
     pub(crate) fn old_policy(&mut self, qs: &Questions) -> Result<Vec<GroupScores>> {
         let f = self.policy.forward_on_weights(&self.dev.b, &self.dev.policy, qs, false)?;
+        self.dev.scored.0.add(qs);
         Ok(per_question(qs, &f.logprobs, &f.mask, &f.entropy, f.shape.1))
     }
 
@@ -270,6 +313,7 @@ impl<B: Backend<T = f32>> Models<'_, B> {
     pub(crate) fn forward_backward(&mut self, qs: &Questions, loss: &mut dyn FnMut(&[GroupScores], usize, usize) -> Result<Vec<f32>>) -> Result<()> {
         let dev = &mut *self.dev;
         let f = self.policy.forward_on_weights(&dev.b, &dev.policy, qs, true)?;
+        dev.scored.0.add(qs);
         let (rows, width) = f.shape;
         let dlogp = loss(&per_question(qs, &f.logprobs, &f.mask, &f.entropy, width), rows, width)?;
         // Each weight's gradient is summed into the flat buffer as soon as its layer is done.
@@ -320,9 +364,9 @@ impl<B: Backend<T = f32>> Models<'_, B> {
         Ok(StepReport { grad_norm, clip_coef })
     }
 
-    /// Completions that reached a forward pass of either model so far (the decoders count them).
+    /// Completions that reached a forward pass of either model so far.
     pub(crate) fn scored_rows(&self) -> u64 {
-        self.policy.scored_completion_rows() + self.reference.map_or(0, |r| r.scored_completion_rows())
+        self.dev.scored.0.rows + self.dev.scored.1.rows
     }
 }
 

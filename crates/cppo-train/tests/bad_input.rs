@@ -1,7 +1,7 @@
 //! Bad input fails before any training with a message that says what to change; a NaN loss stops the
 //! step without touching the weights or writing a checkpoint.
 
-mod common;
+use cppo_test_support as common;
 
 use cppo_train::config::TrainConfig;
 use cppo_train::trainer::Trainer;

@@ -2,7 +2,7 @@
 //! limit are deleted, never the one `latest` names, never after a failed save, and nothing else in the
 //! folder is touched. A trainer run with the limit keeps exactly the newest checkpoints and resumes.
 
-mod common;
+use cppo_test_support as common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! moments copied back for checkpoints) runs on two backends and the runs are compared: the CPU
 //! backend's (every run's default) and the reference's.
 
-mod common;
+use cppo_test_support as common;
 
 use common::device_runs::{self, assert_agree, assert_agree_within, Run};
 use cppo_kernels::reference::Reference;

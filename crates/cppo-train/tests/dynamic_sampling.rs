@@ -3,7 +3,7 @@
 //! (or runs out of rounds), trains on exactly the first ones drawn, and nothing it dropped reaches the
 //! update; the data cursor moves over every question drawn, so a resumed run matches an uninterrupted one.
 
-mod common;
+use cppo_test_support as common;
 
 use std::collections::HashMap;
 

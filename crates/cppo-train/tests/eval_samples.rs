@@ -6,7 +6,7 @@
 //! axis, so the logits of the tokens "1" and "2" (whose embeddings are six times longer) beat every other
 //! token by ~28 nats. Sampled at temperature 1, each answer is "1" or "2" with probability 1/2.
 
-mod common;
+use cppo_test_support as common;
 
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! only, a resumed run matches an uninterrupted one, the final adapter merges into a plain model that
 //! scores like the adapted one, and bad `[lora]` settings are errors naming the key.
 
-mod common;
+use cppo_test_support as common;
 
 use candle_core::{DType, Device};
 use cppo_model::Decoder;

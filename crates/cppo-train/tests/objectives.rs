@@ -3,7 +3,7 @@
 //! by default, every loss type trains composed with CPPO, PODS with mu = 2 and LoRA, and the
 //! combinations TRL does not allow are errors naming both keys.
 
-mod common;
+use cppo_test_support as common;
 
 use cppo_core::loss::{Aggregation, CorrectionMode, Objective};
 use cppo_train::objectives::{run_rollout_correction, LossType};

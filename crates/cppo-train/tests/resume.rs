@@ -1,7 +1,7 @@
 //! Kill-then-resume: a run stopped after a checkpoint and resumed produces the same metrics, the same
 //! evaluations and the same weights as an uninterrupted run (CPU, same seed).
 
-mod common;
+use cppo_test_support as common;
 
 use cppo_train::metrics::{JsonlLog, StepMetrics};
 use cppo_train::trainer::Trainer;

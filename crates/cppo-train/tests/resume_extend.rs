@@ -2,7 +2,7 @@
 //! change is refused naming its key; and with mu > 1 the step's learning rate is the last pass's, like
 //! its other statistics.
 
-mod common;
+use cppo_test_support as common;
 
 use cppo_train::run::{resume_config, run, RunOptions};
 use cppo_train::eval::EvalSummary;

@@ -3,7 +3,7 @@
 //! step with its name, file and reason and every checkpoint before it intact, and once the file is fixed
 //! `--resume` goes on to end exactly as an uninterrupted run does.
 
-mod common;
+use cppo_test_support as common;
 
 use std::path::{Path, PathBuf};
 

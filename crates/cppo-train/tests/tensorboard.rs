@@ -9,7 +9,7 @@
 //! (`CPPO_TENSORBOARD_PYTHON` unset: `python3`; a Python without `tensorboard` fails the test with the
 //! import error, it never passes.)
 
-mod common;
+use cppo_test_support as common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! End to end on a tiny random model: each strategy trains, the update sees exactly what the strategy
 //! kept (and nothing it pruned), the loss is finite, the policy moves, the reference does not.
 
-mod common;
+use cppo_test_support as common;
 
 use cppo_train::config::TrainConfig;
 use cppo_train::trainer::{StepReport, Trainer};

@@ -1,13 +1,14 @@
-//! What reaches a forward pass, observed at the decoders: each `Decoder` counts the completions its
-//! `completion_logprobs*` scored and sums a fingerprint of their tokens, so these tests check, without
-//! hooks in the trainer, that the policy and the reference score exactly the completions a strategy kept
-//! (recomputed here from the step's rewards), as many times as the passes need; that truncated
-//! completions never reach them with `loss.mask_truncated`; and that splitting one question over several
-//! micro-batches changes nothing.
+//! What reaches a forward pass, observed at the run's backend: it counts the completions each model's
+//! forward passes scored and sums a fingerprint of their tokens (`device::Scored`), so these tests
+//! check, without hooks in the trainer, that the policy and the reference score exactly the completions
+//! a strategy kept (recomputed here from the step's rewards), as many times as the passes need; that
+//! truncated completions never reach them with `loss.mask_truncated`; and that splitting one question
+//! over several micro-batches changes nothing.
 
-mod common;
+use cppo_test_support as common;
 
-use cppo_model::{sequence_fingerprint, Decoder};
+use cppo_model::Decoder;
+use cppo_train::device::{sequence_fingerprint, Scored};
 use cppo_train::trainer::{StepReport, Trainer};
 use cppo_train::update::build_batch;
 
@@ -16,9 +17,11 @@ fn weights_of(d: &Decoder) -> Vec<f32> {
     w.tensors.values().flat_map(|t| t.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
 }
 
-/// Rows and fingerprint a decoder has scored so far.
-fn scored(d: &Decoder) -> (u64, u64) {
-    (d.scored_completion_rows(), d.scored_completion_fingerprint())
+/// Rows and fingerprint the policy's and the reference's forward passes scored so far.
+fn scored(t: &Trainer) -> ((u64, u64), Option<(u64, u64)>) {
+    let pair = |s: Scored| (s.rows, s.fingerprint);
+    let (p, r) = t.device_state().scored();
+    (pair(p), t.reference.is_some().then_some(pair(r)))
 }
 
 struct Observed {
@@ -30,13 +33,13 @@ struct Observed {
 }
 
 fn observed_step(t: &mut Trainer) -> Observed {
-    let p0 = scored(&t.policy);
-    let r0 = t.reference.as_ref().map(scored);
+    let (p0, r0) = scored(t);
     let report = t.train_step(|_| {}).unwrap();
     let delta = |a: (u64, u64), b: (u64, u64)| (b.0 - a.0, b.1.wrapping_sub(a.1));
+    let (p1, r1) = scored(t);
     Observed {
-        policy: delta(p0, scored(&t.policy)),
-        reference: r0.map(|r0| delta(r0, scored(t.reference.as_ref().unwrap()))),
+        policy: delta(p0, p1),
+        reference: r0.zip(r1).map(|(r0, r1)| delta(r0, r1)),
         report,
     }
 }

@@ -11,8 +11,7 @@ use cppo_model::Decoder;
 use serde_json::Value;
 
 /// The trainer tests' fixtures: the tiny model (saved once per test binary) and fresh output folders.
-#[path = "../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 use common::{out_dir, tiny_model_dir};
 

@@ -4,8 +4,7 @@
 //! so in the real run there is no target to reach).
 
 // The trainer's test fixture (a tiny random model and its config), shared rather than copied.
-#[path = "../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 use cppo::commands::compare::{compare, parse_arms, phase_segments, speedups, summarise, Budget, CompareArgs, RunFigures};
 

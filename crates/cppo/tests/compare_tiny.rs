@@ -2,8 +2,7 @@
 //! and the plots are real PNGs.
 
 // The trainer's test fixture (a tiny random model and its config), shared rather than copied.
-#[path = "../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 use cppo::commands::compare::{arm_config, compare, parse_arms, table, ArmKind, Budget, CompareArgs};
 

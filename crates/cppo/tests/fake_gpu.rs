@@ -19,12 +19,10 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-#[path = "../../cppo-cuda/fake/build_fake.rs"]
-mod build_fake;
+use cppo_test_support::fake_cuda as build_fake;
 
 /// The trainer tests' tiny model (saved once per test binary) and fresh output folders.
-#[path = "../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 struct Fake {
     /// The fake libcuda and libcublasLt.

@@ -12,8 +12,7 @@ use cppo_hub::fake_hub::FakeHub;
 use cppo_hub::RepoKind;
 use parquet::arrow::ArrowWriter;
 
-#[path = "../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 fn parquet_bytes(questions: &[&str], answers: Vec<f64>) -> Vec<u8> {
     let batch = RecordBatch::try_from_iter([

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use candle_core::{DType, Device};
 use serde_json::Value;
 
-#[path = "../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 use common::{out_dir, tiny_model_dir};
 

@@ -12,8 +12,7 @@ use std::sync::OnceLock;
 
 use cppo_cuda::kernels::{Kernel, KERNELS};
 
-#[path = "../../fake/build_fake.rs"]
-mod build_fake;
+use cppo_test_support::fake_cuda as build_fake;
 use cppo_cuda::{Buf, DType, Error, LaunchConfig, Launcher, Result};
 
 /// The emulation's own test kernels (`emu/selftest.cu`), all `(int* out, int n)`.

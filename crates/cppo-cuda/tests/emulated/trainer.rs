@@ -3,8 +3,7 @@
 //! old-policy passes, the backward from the loss's dL/dlogp, gradient accumulation, clipping and the
 //! fused AdamW kernel, for whole training steps of the trainer's tiny model, against the CPU update.
 
-#[path = "../../../cppo-train/tests/common/mod.rs"]
-mod common;
+use cppo_test_support as common;
 
 use common::device_runs::{assert_agree, assert_agree_within, run};
 use cppo_cuda::backend::CudaBackend;

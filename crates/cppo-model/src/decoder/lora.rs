@@ -162,7 +162,7 @@ impl Decoder {
     }
 
     /// The frozen base alone, sharing this decoder's weights (no copy): the reference model of a LoRA
-    /// run. No gradient graph; its own count of scored completions.
+    /// run. No gradient graph.
     pub fn without_adapters(&self) -> Decoder {
         let mut d = self.clone();
         for p in d.params.iter_mut() {
@@ -172,7 +172,6 @@ impl Decoder {
         }
         d.adapters_on = false;
         d.trainable = false;
-        d.scored = Arc::default();
         d
     }
 

@@ -21,7 +21,6 @@ mod random;
 mod tape;
 mod train;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use candle_core::{DType, Device, Tensor, Var};
@@ -166,8 +165,6 @@ pub struct Decoder {
     pub(crate) index: Arc<Index>,
     pub(crate) rope: Arc<RopeTable>,
     backend: BackendKind,
-    /// What `completion_logprobs*` has scored, shared by clones (not by `frozen_copy`).
-    scored: Arc<ScoredCompletions>,
     /// How the training path's large products multiply (`with_matmul_precision`).
     matmul: Precision,
     /// The sampling temperature the training path's log-probs are taken at (`with_logprob_temperature`).
@@ -181,30 +178,6 @@ pub struct Decoder {
     frozen_snapshot: Arc<OnceLock<RolloutWeights>>,
     /// Dropout on the adapters' inputs in training (`with_lora_dropout`), shared by clones.
     dropout: Option<Arc<dropout::DropoutState>>,
-}
-
-/// A running count of the completions a decoder has scored through `completion_logprobs` and
-/// `completion_logprobs_detached` (one forward row each), with an order-independent fingerprint of their
-/// token sequences, so a caller can check which completions reached a forward pass without hooks.
-/// Clones of a decoder share it; `frozen_copy` starts a fresh one. Two relaxed atomic adds per call.
-#[derive(Debug, Default)]
-struct ScoredCompletions {
-    rows: AtomicU64,
-    fingerprint: AtomicU64,
-}
-
-/// The fingerprint of one token sequence (FNV-1a over its tokens, then a final mix); the fingerprint
-/// of a multiset of sequences is the wrapping sum of theirs.
-pub fn sequence_fingerprint(tokens: &[u32]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &t in tokens {
-        for b in t.to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h ^= tokens.len() as u64;
-    h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
 }
 
 /// Every tensor a configuration needs, with its shape, in the decoder's order (`ModelConfig::params()`).
@@ -287,7 +260,6 @@ impl Decoder {
             params,
             rope: Arc::new(rope),
             backend: BackendKind::Cpu,
-            scored: Arc::default(),
             matmul: Precision::F32,
             temperature: 1.0,
             lora: None,
@@ -351,24 +323,6 @@ impl Decoder {
         self.temperature
     }
 
-    /// Completions scored so far by `completion_logprobs` and `completion_logprobs_detached` of this
-    /// decoder and its clones (each completion of each call counts once: one forward row).
-    pub fn scored_completion_rows(&self) -> u64 {
-        self.scored.rows.load(Ordering::Relaxed)
-    }
-
-    /// The wrapping sum of `sequence_fingerprint` over every completion counted by
-    /// `scored_completion_rows`: equal to the same sum over the completions a caller meant to score.
-    pub fn scored_completion_fingerprint(&self) -> u64 {
-        self.scored.fingerprint.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn count_scored(&self, completions: &[&[u32]]) {
-        let sum = completions.iter().fold(0u64, |acc, c| acc.wrapping_add(sequence_fingerprint(c)));
-        self.scored.rows.fetch_add(completions.len() as u64, Ordering::Relaxed);
-        self.scored.fingerprint.fetch_add(sum, Ordering::Relaxed);
-    }
-
     /// The same decoder (sharing its weights) run by another backend: the reference backend, to check
     /// the CPU kernels on every path.
     pub fn with_backend(mut self, backend: BackendKind) -> Self {
@@ -408,7 +362,6 @@ impl Decoder {
             p.var = None;
         }
         d.trainable = false;
-        d.scored = Arc::default();
         Ok(d)
     }
 

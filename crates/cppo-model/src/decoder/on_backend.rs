@@ -73,7 +73,6 @@ impl Decoder {
     /// The forward pass over `groups` on `b` with the weights `w`: the scored log-probs (host, in
     /// `grouped_completion_logprobs`' layout), their mask and entropies, and with `keep_tape` what the
     /// backward pass needs, so a caller can compute its loss's dL/dlogp from these log-probs first.
-    /// Counts the scored completions as the host paths do.
     pub fn forward_on_weights<'a, B: Backend<T = f32>>(
         &'a self,
         b: &'a B,
@@ -98,9 +97,6 @@ impl Decoder {
         let mut entropy = vec![0f64; shape.0 * shape.1];
         for (&o, &e) in out_index.iter().zip(&scored.entropy) {
             entropy[o] = e;
-        }
-        for (_, completions) in groups {
-            self.count_scored(completions);
         }
         Ok(DeviceForward {
             logprobs: scored.out,

@@ -137,11 +137,7 @@ impl Decoder {
 
     fn grouped_with(&self, groups: &[(&[u32], &[&[u32]])], grad: bool) -> Result<CompletionLogProbs> {
         let (tokens, layout, gather, mask) = self.grouped_inputs(groups)?;
-        let out = self.score(&tokens, layout, gather, mask, grad)?;
-        for (_, completions) in groups {
-            self.count_scored(completions);
-        }
-        Ok(out)
+        self.score(&tokens, layout, gather, mask, grad)
     }
 
     /// Log-probabilities of the tokens of independent sequences, each given the ones before it:

@@ -273,22 +273,19 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
     let optimizer = AdamW::new(&policy.vars(), AdamWConfig::default());
-    // The run's path on the CPU backend, one per update precision: the decoders at that precision and
-    // their weights on the backend (bf16 products read bf16 copies kept beside the f32 weights).
-    let on_cpu = |mp: Precision| -> Result<(Decoder, Decoder, OnDevice<Cpu<f32>>)> {
-        let (p, r) = (at(&policy, mp), at(&reference, mp));
-        let dev = OnDevice::new(Cpu::<f32>::new(), &p, Some(&r), &optimizer)?;
-        Ok((p, r, dev))
-    };
-    let mut backends = [on_cpu(Precision::F32)?, on_cpu(Precision::Bf16)?];
+    // The run's path on the CPU backend. One set of weights that every arm updates and the rollouts are
+    // sampled from, as a run's. The policy is uploaded from its bf16-products decoder, so it keeps bf16
+    // copies of the matrices beside the f32 weights (bf16 products read them, every optimizer step
+    // rewrites them; an f32-products decoder reads the f32 weights); the reference keeps f32 weights.
+    let decoders = |mp: Precision| (at(&policy, mp), at(&reference, mp));
+    let mut dev = OnDevice::new(Cpu::<f32>::new(), &at(&policy, Precision::Bf16), Some(&at(&reference, Precision::F32)), &optimizer)?;
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
     let mut one = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision, CorrectionMode)]| -> Result<Vec<StepTimes>> {
         let t_all = Instant::now();
         let req = RolloutRequest { problems: &problems, prompts: prompts.clone(), group_size: g };
         let t = Instant::now();
-        let (p, _, dev) = &mut backends[0];
-        let (mut rollouts, _) = dev.generate(p, tok, &req, &params, GenerateOptions::new(64, 11, weights), &mut |_| {})?;
+        let (mut rollouts, _) = dev.generate(&policy, tok, &req, &params, GenerateOptions::new(64, 11, weights), &mut |_| {})?;
         let generation = t.elapsed().as_secs_f64();
         let t = Instant::now();
         score_groups(&mut rollouts, &rewards, 0)?;
@@ -302,8 +299,8 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let batch = build_batch(&rollouts, &sel, &loss, max_new_tokens as f64, 4096)?;
             let t = Instant::now();
-            let (policy, reference, dev) = &mut backends[usize::from(*mp == Precision::Bf16)];
-            let o = dev.update(policy, (*beta > 0.0).then_some(&*reference), &loss, &batch, &|_| 1e-6)?;
+            let (policy, reference) = decoders(*mp);
+            let o = dev.update(&policy, (*beta > 0.0).then_some(&reference), &loss, &batch, &|_| 1e-6)?;
             let update = t.elapsed().as_secs_f64();
             out.push(StepTimes {
                 label: format!("{label} {name}"),

@@ -1,10 +1,8 @@
-//! Test-time builds of C++ beside the kernels (shared by the emulation tests and the fake-GPU test,
-//! included with `#[path]`): the emulation's translation unit (emu/cuda_emu.h, every kernel file, the
+//! Test-time builds of C++ beside the kernels (shared by the emulation tests and the fake-GPU test):
+//! the emulation's translation unit (emu/cuda_emu.h, every kernel file, the
 //! export table), compiled with the `cc` crate's compiler, and the CPU-hosted CUDA driver and cuBLASLt
 //! (fake_cuda.cpp, fake_cublaslt.cpp) as `libcuda.so.1` and `libcublasLt.so.13` with those sonames and
 //! the names cudarc opens (`libcuda.so`, `libcublasLt.so`) as links. Cached by a hash of every input.
-#![allow(dead_code)]
-
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

@@ -1,10 +1,6 @@
 //! A tiny random model with a small byte-level tokenizer built here (no download), saved once per test
 //! binary as a Hugging Face directory, and a config that trains it on generated arithmetic.
 
-#![allow(dead_code)]
-
-pub mod device_runs;
-
 use std::path::PathBuf;
 use std::sync::OnceLock;
 

@@ -31,7 +31,7 @@ pub struct Run {
 pub fn run<B: Backend<T = f32> + 'static>(name: &str, steps: u64, backend: Option<&dyn Fn() -> B>, extra: &[&str], kill_after: Option<u64>) -> Run {
     let ov = overrides(steps, extra);
     let ov: Vec<&str> = ov.iter().map(String::as_str).collect();
-    let cfg = super::tiny_config(name, &ov);
+    let cfg = crate::tiny_config(name, &ov);
     let out = cfg.output_dir.clone();
     let start = |resume: bool| {
         let t = Trainer::new(cfg.clone(), resume).unwrap();
