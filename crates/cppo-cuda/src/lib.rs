@@ -15,22 +15,20 @@
 //!   needs, printed at start. `nvrtc_lib`: NVRTC from the PyPI wheel where no toolkit is installed.
 //! - `backend`: `cppo_kernels::Backend` built from those launches and products, generic over the
 //!   device side (`backend::DeviceSide`), so the same code runs on a GPU and, in `cargo test`, under
-//!   the emulation with host products. `conformance`: every backend op against the CPU backend on
-//!   fresh random inputs (the emulated tests run it; `cppo selftest --device cuda` runs it on a GPU).
-//!   `tape_bench`: the decoder's update timed on a backend (`cppo selftest --bench`).
-//! - `cuda` (feature `cuda`): device, stream, module cache and cuBLASLt products over cudarc 0.19,
-//!   the backend's device side (`cuda::CudaSide`) and the self-test (`cuda::selftest`)
-//!   (dynamic loading: builds with no CUDA present). Never run on a GPU yet.
+//!   the emulation with host products. The crate depends on the kernels' trait alone: what every
+//!   backend must pass, the self-test and the benches are `cppo-conformance`'s (the emulated tests run
+//!   its suite here).
+//! - `cuda` (feature `cuda`): device, stream, module cache and cuBLASLt products over cudarc 0.19 and
+//!   the backend's device side (`cuda::CudaSide`) (dynamic loading: builds with no CUDA present).
+//!   Never run on a GPU yet.
 //!
 //! Precision: weights for products in bf16, master weights, moments and gradients in f32; kernels
 //! compute in f32 (f64 where the CPU op does) and read or write f32 or bf16 as instantiated.
 
 pub mod backend;
 pub mod buf;
-pub mod conformance;
 pub mod error;
 pub mod gemm;
-pub mod gen_bench;
 pub mod geometry;
 pub mod index;
 pub mod kernels;
@@ -38,7 +36,6 @@ pub mod launch;
 pub mod nvrtc_lib;
 pub mod ops;
 pub mod plan;
-pub mod tape_bench;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -6,7 +6,8 @@
 
 use std::fmt;
 
-/// A decoder's shape (cppo-model's `ModelConfig`, the fields that size memory).
+/// A decoder's shape (the fields of cppo-io's `ModelConfig` that size memory; the trainer fills them
+/// in, `cppo_train::device::model_dims`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelDims {
     pub hidden: usize,
@@ -23,22 +24,6 @@ pub struct ModelDims {
 }
 
 impl ModelDims {
-    /// The dimensions of a parsed `config.json`.
-    pub fn of(c: &cppo_io::ModelConfig) -> ModelDims {
-        ModelDims {
-            hidden: c.hidden_size,
-            intermediate: c.intermediate_size,
-            layers: c.num_hidden_layers,
-            heads: c.num_attention_heads,
-            kv_heads: c.num_key_value_heads,
-            head_dim: c.head_dim,
-            vocab: c.vocab_size,
-            tied_embeddings: c.tie_word_embeddings,
-            qkv_bias: c.attention_bias,
-            qk_norm: c.qk_norm,
-        }
-    }
-
     /// Qwen2.5-1.5B(-Instruct)'s config.json.
     pub fn qwen2_5_1_5b() -> ModelDims {
         ModelDims {

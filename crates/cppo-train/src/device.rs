@@ -387,13 +387,29 @@ pub fn open(cfg: &crate::config::TrainConfig, model: &cppo_io::ModelConfig, poli
     }
 }
 
+/// The dimensions the CUDA backend's memory plan sizes a run from, of a parsed `config.json`.
+pub fn model_dims(c: &cppo_io::ModelConfig) -> cppo_cuda::plan::ModelDims {
+    cppo_cuda::plan::ModelDims {
+        hidden: c.hidden_size,
+        intermediate: c.intermediate_size,
+        layers: c.num_hidden_layers,
+        heads: c.num_attention_heads,
+        kv_heads: c.num_key_value_heads,
+        head_dim: c.head_dim,
+        vocab: c.vocab_size,
+        tied_embeddings: c.tie_word_embeddings,
+        qkv_bias: c.attention_bias,
+        qk_norm: c.qk_norm,
+    }
+}
+
 #[cfg(feature = "cuda")]
 mod cuda {
     use anyhow::{Context, Result};
     use cppo_cuda::backend::CudaBackend;
-    use cppo_cuda::cuda::selftest::ordinal;
+    use cppo_cuda::cuda::ordinal;
     use cppo_cuda::cuda::CudaSide;
-    use cppo_cuda::plan::{MemoryPlan, ModelDims, RunShape};
+    use cppo_cuda::plan::{MemoryPlan, RunShape};
     use cppo_io::ModelConfig;
     use cppo_model::Decoder;
 
@@ -411,7 +427,7 @@ mod cuda {
 
     /// The device memory this run's shape needs (cppo-cuda's plan, from the model's dimensions).
     fn plan(cfg: &TrainConfig, model: &ModelConfig) -> MemoryPlan {
-        let dims = ModelDims::of(model);
+        let dims = super::model_dims(model);
         let shape = RunShape {
             group: cfg.rollout.num_generations,
             questions: cfg.rollout.questions_per_step,

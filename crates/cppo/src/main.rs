@@ -415,11 +415,11 @@ fn main() -> anyhow::Result<()> {
 
 #[cfg(feature = "cuda")]
 fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>, tiny: bool) -> anyhow::Result<()> {
-    use cppo_cuda::cuda::selftest::BenchShapes;
+    use cppo_conformance::selftest::BenchShapes;
     use std::io::Write;
     let shapes = if tiny { BenchShapes::tiny() } else { BenchShapes::full() };
     // Each line as it is known (a time-out keeps them), the count last.
-    let report = cppo_cuda::cuda::selftest::run(device, seed, bench.map(|b| (b, &shapes)), &mut |line| {
+    let report = cppo_conformance::selftest::run(device, seed, bench.map(|b| (b, &shapes)), &mut |line| {
         println!("{line}");
         let _ = std::io::stdout().flush();
     })?;
@@ -435,7 +435,7 @@ fn selftest(device: &str, seed: Option<u64>, bench: Option<&std::path::Path>, ti
 fn device_step(device: &str, config: &std::path::Path, shape: commands::bench_device::DeviceStepShape) -> anyhow::Result<commands::bench_device::DeviceStepBench> {
     use anyhow::Context;
     let cfg = commands::read_random_config(config)?;
-    let side = cppo_cuda::cuda::CudaSide::new(cppo_cuda::cuda::selftest::ordinal(device)?).with_context(|| format!("--device {device}"))?;
+    let side = cppo_cuda::cuda::CudaSide::new(cppo_cuda::cuda::ordinal(device)?).with_context(|| format!("--device {device}"))?;
     commands::bench_device::bench_device_step(cppo_cuda::backend::CudaBackend::new(side), &cfg, &shape)
 }
 

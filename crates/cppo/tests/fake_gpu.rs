@@ -80,7 +80,7 @@ fn the_selftest_passes_every_check_on_the_fake_gpu() {
     let all = text(&o);
     assert!(o.status.success(), "{all}");
     let out = String::from_utf8_lossy(&o.stdout);
-    let want = format!("{} passed, 0 failed", cppo_cuda::conformance::CHECKS + 1);
+    let want = format!("{} passed, 0 failed", cppo_conformance::CHECKS + 1);
     assert_eq!(out.lines().last(), Some(want.as_str()), "{all}");
     // Each section is printed as it finishes, and the count before anything else could start.
     for section in ["-- memory", "-- linear", "-- generation engine", "-- decoder steps"] {

@@ -5,7 +5,8 @@
 
 use cppo_cuda::backend::{CudaBackend, DeviceSide};
 use cppo_cuda::gemm::{host_matmul, Gemm};
-use cppo_cuda::{conformance, Buf, DType, Error, Result, Tune};
+use cppo_conformance as conformance;
+use cppo_cuda::{Buf, DType, Error, Result, Tune};
 use cppo_kernels::backend::Backend;
 
 use crate::check::read_f32;

@@ -6,7 +6,7 @@
 
 use candle_core::Device;
 use cppo_cuda::backend::CudaBackend;
-use cppo_cuda::conformance::{compare, Rng};
+use cppo_conformance::{compare, Rng};
 use cppo_io::{Architecture, ModelConfig};
 use cppo_kernels::cpu::Cpu;
 use cppo_kernels::Precision;
@@ -85,8 +85,8 @@ fn the_tape_bench_times_whole_updates_on_the_emulated_backend() {
     let cfg = ModelConfig::tiny(Architecture::Qwen2);
     let w = random_weights(&cfg, 9, &RandomInit::default()).unwrap();
     let dec = Decoder::new(&cfg, &w, true, &Device::Cpu).unwrap().with_matmul_precision(cppo_kernels::Precision::Bf16);
-    let shape = cppo_cuda::tape_bench::Shape { group: 2, prompt_len: 3, new_tokens: 4, repeats: 1 };
-    let r = cppo_cuda::tape_bench::run(&CudaBackend::new(EmuSide::new()), &dec, shape, 5).unwrap();
+    let shape = cppo_conformance::tape_bench::Shape { group: 2, prompt_len: 3, new_tokens: 4, repeats: 1 };
+    let r = cppo_conformance::tape_bench::run(&CudaBackend::new(EmuSide::new()), &dec, shape, 5).unwrap();
     let params: usize = cppo_model::decoder::expected_tensors(&cfg).iter().map(|(_, s)| s.iter().product::<usize>()).sum();
     assert_eq!((r.rows, r.scored, r.params, r.trained), (3 + 2 * 3, 8, params, params), "every weight trained");
     assert!(r.tape_s > 0.0 && r.adamw_s > 0.0 && r.update_tokens_per_s().is_finite() && r.tflops() > 0.0, "{r:?}");

@@ -82,7 +82,7 @@ fn the_engine_on_the_emulated_cuda_backend_gives_the_cpu_decoders_completions() 
 
 #[test]
 fn the_generation_bench_runs_every_row_to_its_length_and_skips_what_the_budget_leaves_out() {
-    use cppo_cuda::gen_bench::{run, GenShape};
+    use cppo_conformance::gen_bench::{run, GenShape};
     let cfg = ModelConfig::tiny(Architecture::Qwen2);
     let dec = Decoder::new(&cfg, &random_weights(&cfg, 9, &RandomInit::default()).unwrap(), false, &Device::Cpu).unwrap();
     let b = CudaBackend::new(EmuSide::new());

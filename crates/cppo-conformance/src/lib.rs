@@ -4,12 +4,19 @@
 //! arithmetic, 1e-2 relative where products round their operands to bf16: those against
 //! `Reference::rounding_bf16`, which rounds them on every CPU as the device does), then three policy updates
 //! of a small random decoder (two GRPO steps, one CPPO step) on both, and the generation engine on
-//! both (`engine.rs`). The emulated tests run it on the CUDA backend over the CPU emulation;
-//! `cppo selftest --device cuda` runs it on a GPU.
+//! both (`engine.rs`). What every backend must pass, in a crate of its own so that any backend can
+//! run it: here the reference backend passes it (and the CPU backend, with AVX512-BF16); the emulated
+//! tests run it on the CUDA backend over the CPU emulation; `cppo selftest --device cuda` runs it on
+//! a GPU (`selftest`, feature `cuda`). `tape_bench` and `gen_bench` time the decoder's update and the
+//! generation engine on a backend (`cppo selftest --bench`).
 
 mod compare;
 mod engine;
+pub mod gen_bench;
+#[cfg(feature = "cuda")]
+pub mod selftest;
 mod steps;
+pub mod tape_bench;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -496,6 +503,21 @@ mod tests {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
         let report = run(&Reference::<f32>::rounding_bf16(), seed);
         assert_eq!((report.failed(), report.checks.len()), (0, CHECKS), "{report}");
+    }
+
+    /// On every CPU the CPU backend passes every check but those of bf16 products, which it multiplies
+    /// unrounded without AVX512-BF16 (`bf16_reference`); the suite runs it whole, so a check that
+    /// panics or goes missing fails here too.
+    #[test]
+    fn the_cpu_backend_passes_every_check_but_bf16_products_on_any_cpu() {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+        let report = run(&Cpu::<f32>::new(), seed);
+        assert_eq!(report.checks.len(), CHECKS, "{report}");
+        let failed: Vec<&Check> = report.checks.iter().filter(|c| !c.passed).collect();
+        for c in &failed {
+            eprintln!("{c}");
+        }
+        assert!(failed.iter().all(|c| c.name.contains("bf16")), "a check other than a bf16 product's failed:\n{report}");
     }
 
     /// The CPU backend rounds bf16 products' operands where it has AVX512-BF16: there its bf16 path, an

@@ -1,15 +1,16 @@
-//! `cppo selftest --device cuda`: every operation of the CUDA backend against the CPU backend on
-//! fresh random inputs (`conformance`, the generation engine included), on a real GPU. Written and built without one: it has never
+//! `cppo selftest --device cuda` (feature `cuda`): every operation of the CUDA backend against the CPU
+//! backend on fresh random inputs (this crate's suite, the generation engine included), on a real GPU. Written and built without one: it has never
 //! run on a GPU.
 
 use std::path::Path;
 
-use super::side::CudaSide;
-use crate::backend::CudaBackend;
-use crate::conformance::{self, Report};
-use crate::error::{Error, Result};
+use cppo_cuda::backend::CudaBackend;
+use cppo_cuda::cuda::{ordinal, CudaSide};
+use cppo_cuda::Result;
+
 use crate::gen_bench::{self, GenShape};
 use crate::tape_bench::{self, Shape};
+use crate::Report;
 
 /// The timed update of `--bench`: one question of G = 8 completions of 256 tokens after a 256-token
 /// prompt, two timed updates after a warm-up (within a minute on one H100-class GPU, by estimate).
@@ -47,15 +48,6 @@ impl BenchShapes {
     }
 }
 
-/// The ordinal of `cuda` / `cuda:N`.
-pub fn ordinal(device: &str) -> Result<usize> {
-    match device.split_once(':') {
-        None if device == "cuda" => Ok(0),
-        Some(("cuda", n)) => n.parse().map_err(|_| Error::shape("selftest", format!("device {device:?}: expected cuda or cuda:N"))),
-        _ => Err(Error::shape("selftest", format!("device {device:?}: the self-test checks a GPU, `cuda` or `cuda:N`"))),
-    }
-}
-
 /// Runs the suite on `device` with `seed` (fresh when `None`; the report prints it), then, given a
 /// model's `config.json`, times the decoder's update (`tape_bench`) and the generation engine
 /// (`gen_bench`) on a random model of that shape, figures in the report's notes. Without a CUDA
@@ -71,7 +63,7 @@ pub fn run(device: &str, seed: Option<u64>, bench: Option<(&Path, &BenchShapes)>
     let seed = seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
     let backend = CudaBackend::new(side);
     say(&Report { backend: label.clone(), seed, ..Report::default() }.header());
-    let mut report = conformance::run_with(&backend, seed, &mut |section, checks| {
+    let mut report = crate::run_with(&backend, seed, &mut |section, checks| {
         say(&format!("-- {section}"));
         for c in checks {
             say(&c.to_string());
@@ -115,7 +107,7 @@ pub fn run(device: &str, seed: Option<u64>, bench: Option<(&Path, &BenchShapes)>
 
 /// `f`'s result, a panic turned into its message.
 fn guarded<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std::result::Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|e| Err(format!("panicked: {}", conformance::panic_message(e.as_ref()))))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|e| Err(format!("panicked: {}", crate::panic_message(e.as_ref()))))
 }
 
 /// A random model with `config`'s shapes, every weight trainable (a full fine-tune: the update bench
@@ -128,18 +120,4 @@ fn bench_model(config: &Path, seed: u64) -> std::result::Result<cppo_model::Deco
     let w = cppo_model::decoder::random_weights(&cfg, seed, &init).map_err(|e| e.to_string())?;
     let dec = cppo_model::Decoder::new(&cfg, &w, true, &candle_core::Device::Cpu).map_err(|e| e.to_string())?.with_matmul_precision(cppo_kernels::Precision::Bf16);
     Ok(dec)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn devices_are_named_cuda_or_cuda_n() {
-        assert_eq!(ordinal("cuda").unwrap(), 0);
-        assert_eq!(ordinal("cuda:3").unwrap(), 3);
-        for bad in ["cpu", "cuda:", "cuda:x", "gpu:0"] {
-            assert!(ordinal(bad).is_err(), "{bad}");
-        }
-    }
 }

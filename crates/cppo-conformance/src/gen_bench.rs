@@ -11,7 +11,7 @@ use cppo_engine::{generate, DecoderBackend, EngineOptions, Request, SamplingPara
 use cppo_kernels::backend::Backend;
 use cppo_model::Decoder;
 
-use crate::conformance::Rng;
+use crate::Rng;
 
 /// One run's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::time::Instant;
 use cppo_kernels::backend::{AdamWParam, AdamWStep, Backend};
 use cppo_model::Decoder;
 
-use crate::conformance::Rng;
+use crate::Rng;
 
 /// The run's shape: one question, its prompt, `group` completions of `new_tokens` each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use cppo_cuda::plan::{MemoryPlan, ModelDims, RunShape};
+use cppo_train::device::model_dims;
 use cppo_io::hf::parse_config_json;
 use cppo_io::{Architecture, ModelConfig};
 
@@ -25,13 +26,13 @@ fn the_qwen2_5_1_5b_instruct_config_parses_with_its_published_shape() {
     assert_eq!(c.eos_token_ids, vec![151645]);
     assert_eq!(c.inconsistency(), None);
     // The plan's built-in figures are this file's.
-    assert_eq!(ModelDims::of(&c), ModelDims::qwen2_5_1_5b());
-    assert_eq!(ModelDims::of(&c).params(), 1_543_714_304);
+    assert_eq!(model_dims(&c), ModelDims::qwen2_5_1_5b());
+    assert_eq!(model_dims(&c).params(), 1_543_714_304);
 }
 
 #[test]
 fn its_memory_plan_for_g16_and_1024_new_tokens_fits_80_gb_with_micro_batches() {
-    let m = ModelDims::of(&qwen());
+    let m = model_dims(&qwen());
     let r = RunShape {
         group: 16,
         questions: 8,
