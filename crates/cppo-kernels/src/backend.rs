@@ -120,6 +120,13 @@ pub trait Backend: Send + Sync {
         }
     }
 
+    /// Whether bf16 products read a kept bf16 copy of a weight more cheaply than its f32 value: a
+    /// device multiplies bf16 operands natively (the default); the CPU rounds f32 operands as it
+    /// multiplies and would widen a bf16 one first, so a copy only costs it.
+    fn bf16_copies_pay(&self) -> bool {
+        true
+    }
+
     // Memory.
     fn zeros(&self, n: usize) -> Self::Buf;
     fn upload(&self, host: &[Self::T]) -> Self::Buf;

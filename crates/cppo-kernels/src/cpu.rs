@@ -42,6 +42,10 @@ impl<T: Float> Backend for Cpu<T> {
         p.for_rollouts()
     }
 
+    fn bf16_copies_pay(&self) -> bool {
+        false
+    }
+
     fn zeros(&self, n: usize) -> Vec<T> {
         vec![T::zero(); n]
     }

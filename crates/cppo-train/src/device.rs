@@ -121,15 +121,17 @@ impl<B: Backend<T = f32>> OnDevice<B> {
         }
         let mut pw = policy.upload_weights(&b)?;
         let mut rw = reference.filter(|r| !r.is_base_of(policy)).map(|r| r.upload_weights(&b)).transpose()?;
-        // bf16 products read bf16 copies kept beside the f32 weights (AdamW rewrites the policy's
-        // as it updates them) rather than rounding every matrix at every product; the frozen
-        // reference keeps its matrices in bf16 only. A LoRA policy's base is frozen, so the copies
-        // its bf16 rollouts read (the output projection's among them) are made once, here.
-        if policy.matmul_precision() != Precision::F32 || policy.lora().is_some() {
+        // On a device, bf16 products read bf16 copies kept beside the f32 weights (AdamW rewrites the
+        // policy's as it updates them) rather than rounding every matrix at every product, and the
+        // frozen reference keeps its matrices in bf16 only; the CPU rounds as it multiplies, so it
+        // keeps none (`bf16_copies_pay`). A LoRA policy's base is frozen, so the copies its bf16
+        // rollouts read (the output projection's among them) are made once, here, on any backend.
+        let copies = b.bf16_copies_pay();
+        if (copies && policy.matmul_precision() != Precision::F32) || policy.lora().is_some() {
             policy.keep_bf16_copies(&b, &mut pw, true)?;
         }
         if let (Some(r), Some(w)) = (reference, rw.as_mut()) {
-            if r.matmul_precision() != Precision::F32 {
+            if copies && r.matmul_precision() != Precision::F32 {
                 r.keep_bf16_copies(&b, w, false)?;
             }
         }

@@ -273,12 +273,10 @@ pub fn bench_step(model: &str, max_new_tokens: usize, repeats: usize) -> Result<
     let prompts = vec![prompter.ids(tok, &problems[0])?];
     let rewards = RewardSet::from_config(&[("accuracy".to_string(), 1.0), ("brevity".to_string(), 0.1)].into_iter().collect())?;
     let optimizer = AdamW::new(&policy.vars(), AdamWConfig::default());
-    // The run's path on the CPU backend. One set of weights that every arm updates and the rollouts are
-    // sampled from, as a run's. The policy is uploaded from its bf16-products decoder, so it keeps bf16
-    // copies of the matrices beside the f32 weights (bf16 products read them, every optimizer step
-    // rewrites them; an f32-products decoder reads the f32 weights); the reference keeps f32 weights.
+    // The run's path on the CPU backend: one set of weights that every arm updates and the rollouts are
+    // sampled from, as a run's; each arm's decoders say at which precision its products multiply.
     let decoders = |mp: Precision| (at(&policy, mp), at(&reference, mp));
-    let mut dev = OnDevice::new(Cpu::<f32>::new(), &at(&policy, Precision::Bf16), Some(&at(&reference, Precision::F32)), &optimizer)?;
+    let mut dev = OnDevice::new(Cpu::<f32>::new(), &policy, Some(&reference), &optimizer)?;
     let params = SamplingParams { temperature: 1.0, max_new_tokens, ..Default::default() };
 
     let mut one = |label: &str, g: usize, weights: Precision, arms: &[(&str, Strategy, f64, Precision, CorrectionMode)]| -> Result<Vec<StepTimes>> {
