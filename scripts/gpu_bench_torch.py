@@ -11,7 +11,7 @@ guessed):
   weights under bf16 autocast, SDPA attention, on batches of random token ids (the loss is the mean token cross-entropy);
 - generate tokens/s at batch 1, 64 and 256: transformers `generate` on a bf16 copy, sampling at
   temperature 1, every row forced to the same number of new tokens (64-token prompts, 128 new tokens:
-  the shapes of cppo's side, `cppo_cuda::cuda::selftest::GEN_SHAPES`);
+  the shapes of cppo's side, `cppo_conformance::selftest::GEN_SHAPES`);
 - the achieved share of the GPU's dense bf16 matrix rate for the update (6 x parameters x tokens
   FLOPs, attention left out), where the GPU's peak is known to this script.
 Needs: torch with CUDA, transformers. No network (the model is built from the config file).
