@@ -10,6 +10,8 @@
 //! a GPU (`selftest`, feature `cuda`). `tape_bench` and `gen_bench` time the decoder's update and the
 //! generation engine on a backend (`cppo selftest --bench`).
 
+#![forbid(unsafe_code)]
+
 mod compare;
 mod engine;
 pub mod gen_bench;
