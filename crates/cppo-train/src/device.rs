@@ -124,10 +124,10 @@ impl<B: Backend<T = f32>> OnDevice<B> {
         // On a device, bf16 products read bf16 copies kept beside the f32 weights (AdamW rewrites the
         // policy's as it updates them) rather than rounding every matrix at every product, and the
         // frozen reference keeps its matrices in bf16 only; the CPU rounds as it multiplies, so it
-        // keeps none (`bf16_copies_pay`). A LoRA policy's base is frozen, so the copies its bf16
-        // rollouts read (the output projection's among them) are made once, here, on any backend.
+        // keeps none (`bf16_copies_pay`). A LoRA policy's base is frozen, so on a device the copies
+        // its bf16 rollouts read (the output projection's among them) are made once, here.
         let copies = b.bf16_copies_pay();
-        if (copies && policy.matmul_precision() != Precision::F32) || policy.lora().is_some() {
+        if copies && (policy.matmul_precision() != Precision::F32 || policy.lora().is_some()) {
             policy.keep_bf16_copies(&b, &mut pw, true)?;
         }
         if let (Some(r), Some(w)) = (reference, rw.as_mut()) {

@@ -88,7 +88,7 @@ impl Decoder {
                 return Err(DecoderError::BadInput(format!("forward_on: position {p} beyond max_position_embeddings")));
             }
         }
-        let ctx = DeviceCtx::new(self, b, w, self.matmul != Precision::F32 && b.bf16_copies_pay());
+        let ctx = DeviceCtx::new(self, b, w, self.matmul != Precision::F32);
         let dropout = if keep_tape { self.next_dropout_key() } else { None };
         let m = ctx.get(self, dropout);
         let out_index = gather.out_index.clone();
